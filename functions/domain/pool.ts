@@ -1,0 +1,109 @@
+import ipaddr from "ipaddr.js";
+import { InvalidCidrError } from "./errors.ts";
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+function toBigInt(bytes: readonly number[]): bigint {
+  let value = 0n;
+  for (const byte of bytes) value = (value << 8n) | BigInt(byte);
+  return value;
+}
+
+function toBytes(value: bigint, length: number): number[] {
+  const bytes = new Array<number>(length).fill(0);
+  let rest = value;
+  for (let i = length - 1; i >= 0; i--) {
+    bytes[i] = Number(rest & 0xffn);
+    rest >>= 8n;
+  }
+  return bytes;
+}
+
+/**
+ * A VIP range (IPv4 or IPv6 CIDR) seen as offsets 0..size-1 from its network address.
+ *
+ * Every address of the range is allocatable, the network address included, as in Kuma
+ * (`240.0.0.0` is the first VIP): VIPs are never routed, so there is no broadcast to avoid.
+ * Offsets are bigints so a `/64` or wider IPv6 range works without precision loss.
+ */
+export class VipPool {
+  /** Canonical form, `network/prefix`, e.g. `240.0.0.0/4`. */
+  readonly cidr: string;
+  readonly kind: "ipv4" | "ipv6";
+  readonly prefixLength: number;
+  readonly size: bigint;
+  private readonly base: bigint;
+  private readonly byteLength: number;
+
+  private constructor(network: Address, prefixLength: number) {
+    this.kind = network.kind();
+    this.prefixLength = prefixLength;
+    this.byteLength = this.kind === "ipv4" ? 4 : 16;
+    const bits = this.byteLength * 8;
+    this.size = 1n << BigInt(bits - prefixLength);
+    const raw = toBigInt(network.toByteArray());
+    this.base = (raw >> BigInt(bits - prefixLength)) << BigInt(bits - prefixLength);
+    this.cidr = `${this.addressAt(0n)}/${prefixLength}`;
+  }
+
+  /** Parses `VIP_CIDR`. Throws {@link InvalidCidrError} naming the value. */
+  static parse(input: string): VipPool {
+    const text = input.trim();
+    if (!text.includes("/")) {
+      throw new InvalidCidrError(input, "expected address/prefix, e.g. 240.0.0.0/4 or fd00::/64");
+    }
+    let parsed: [Address, number];
+    try {
+      parsed = ipaddr.parseCIDR(text);
+    } catch (error) {
+      throw new InvalidCidrError(input, error instanceof Error ? error.message : String(error));
+    }
+    const [address, prefix] = parsed;
+    if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress()) {
+      throw new InvalidCidrError(input, "IPv4-mapped IPv6 ranges are not supported");
+    }
+    return new VipPool(address, prefix);
+  }
+
+  /** The address at `offset` (0 = network address). */
+  addressAt(offset: bigint): string {
+    if (offset < 0n || offset >= this.size) {
+      throw new RangeError(`offset ${offset} outside ${this.cidr ?? "pool"} (size ${this.size})`);
+    }
+    const bytes = toBytes(this.base + offset, this.byteLength);
+    return ipaddr.fromByteArray(bytes).toString();
+  }
+
+  /**
+   * The offset of `vip` in this range, or undefined when it is not a valid address of this
+   * family inside the range (an out-of-range VIP, e.g. after a `VIP_CIDR` change).
+   */
+  offsetOf(vip: string): bigint | undefined {
+    if (!ipaddr.isValid(vip)) return undefined;
+    const address = ipaddr.parse(vip);
+    if (address.kind() !== this.kind) return undefined;
+    const value = toBigInt(address.toByteArray());
+    const offset = value - this.base;
+    return offset >= 0n && offset < this.size ? offset : undefined;
+  }
+
+  contains(vip: string): boolean {
+    return this.offsetOf(vip) !== undefined;
+  }
+
+  /** The canonical text of an address (so `fd00:0::12` and `fd00::12` compare equal). */
+  canonical(vip: string): string | undefined {
+    const offset = this.offsetOf(vip);
+    return offset === undefined ? undefined : this.addressAt(offset);
+  }
+
+  /**
+   * Offsets to probe for a free address, next-fit: from `cursor` to the end of the range,
+   * then wrapping to the start, never more than one full cycle. Lazy, so a /4 costs nothing.
+   */
+  *probeOrder(cursor: bigint): Generator<bigint> {
+    const start = cursor >= 0n && cursor < this.size ? cursor : 0n;
+    for (let offset = start; offset < this.size; offset++) yield offset;
+    for (let offset = 0n; offset < start; offset++) yield offset;
+  }
+}

@@ -1,0 +1,110 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+
+/** A running moto_server (DynamoDB + DynamoDB Streams) on a loopback port. */
+export interface MotoServer {
+  readonly endpoint: string;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export class MotoUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MotoUnavailableError";
+  }
+}
+
+export const MOTO_INSTALL_HINT = 'pip install "moto[server]==5.2.1"';
+
+/** Asks the OS for a free port on 127.0.0.1. */
+export async function freeLoopbackPort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address !== null && typeof address === "object") resolve(address.port);
+        else reject(new Error("could not read the port of a probe socket"));
+      });
+    });
+  });
+}
+
+/** Resolves when `endpoint` answers HTTP, rejects after `timeoutMs`. */
+export async function waitUntilAnswering(endpoint: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(endpoint, { signal: AbortSignal.timeout(1_000) });
+      await response.arrayBuffer();
+      return;
+    } catch (error) {
+      lastError = error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  throw new MotoUnavailableError(
+    `${endpoint} did not answer within ${timeoutMs} ms: ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+  );
+}
+
+/**
+ * Starts `moto_server` on a free 127.0.0.1 port and waits until it answers. The process is
+ * killed by `stop()` and, as a safety net, when this Node process exits.
+ */
+export async function startMoto(options: { command?: string; timeoutMs?: number } = {}): Promise<MotoServer> {
+  const command = options.command ?? process.env.MOTO_SERVER_COMMAND ?? "moto_server";
+  const port = await freeLoopbackPort();
+  const child: ChildProcess = spawn(command, ["-H", "127.0.0.1", "-p", String(port)], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION ?? "us-east-1" },
+  });
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4_000);
+  });
+  const spawnFailure = new Promise<never>((_, reject) => {
+    child.once("error", (error: NodeJS.ErrnoException) => {
+      reject(
+        new MotoUnavailableError(
+          error.code === "ENOENT"
+            ? `${command} not found on PATH; install it with: ${MOTO_INSTALL_HINT}`
+            : `could not start ${command}: ${error.message}`,
+        ),
+      );
+    });
+    child.once("exit", (code) => {
+      reject(new MotoUnavailableError(`${command} exited with code ${code}: ${stderr.trim()}`));
+    });
+  });
+  const killOnExit = (): void => {
+    child.kill("SIGKILL");
+  };
+  process.once("exit", killOnExit);
+  const endpoint = `http://127.0.0.1:${port}`;
+  try {
+    await Promise.race([waitUntilAnswering(endpoint, options.timeoutMs ?? 20_000), spawnFailure]);
+  } catch (error) {
+    child.kill("SIGKILL");
+    process.removeListener("exit", killOnExit);
+    throw error;
+  }
+  spawnFailure.catch(() => undefined);
+  return {
+    endpoint,
+    port,
+    async stop() {
+      process.removeListener("exit", killOnExit);
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 3_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,55 @@
+import {
+  type CreateTableCommandInput,
+  CreateTableCommand,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  ResourceInUseException,
+  waitUntilTableExists,
+} from "@aws-sdk/client-dynamodb";
+import { ALL_TABLES, type TableDefinition, type TableNames } from "./table-definitions.ts";
+
+/** Maps one table definition to the CreateTable input (on-demand, as in the CDK stack). */
+export function createTableInput(def: TableDefinition, tableName: string): CreateTableCommandInput {
+  const keys = def.sortKey ? [def.partitionKey, def.sortKey] : [def.partitionKey];
+  return {
+    TableName: tableName,
+    BillingMode: "PAY_PER_REQUEST",
+    AttributeDefinitions: keys.map((key) => ({ AttributeName: key.name, AttributeType: key.type })),
+    KeySchema: [
+      { AttributeName: def.partitionKey.name, KeyType: "HASH" },
+      ...(def.sortKey ? [{ AttributeName: def.sortKey.name, KeyType: "RANGE" as const }] : []),
+    ],
+    ...(def.stream
+      ? { StreamSpecification: { StreamEnabled: true, StreamViewType: def.stream } }
+      : {}),
+  };
+}
+
+export interface CreatedTable {
+  readonly id: TableDefinition["id"];
+  readonly name: string;
+  readonly created: boolean;
+  readonly streamArn: string | undefined;
+}
+
+/** Creates every table that does not exist yet; idempotent. */
+export async function createTables(
+  client: DynamoDBClient,
+  names: TableNames,
+): Promise<CreatedTable[]> {
+  const results: CreatedTable[] = [];
+  for (const def of ALL_TABLES) {
+    const name = names[def.id];
+    let created = true;
+    try {
+      await client.send(new CreateTableCommand(createTableInput(def, name)));
+    } catch (error) {
+      if (!(error instanceof ResourceInUseException)) throw error;
+      created = false;
+    }
+    await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: name });
+    const described = await client.send(new DescribeTableCommand({ TableName: name }));
+    results.push({ id: def.id, name, created, streamArn: described.Table?.LatestStreamArn });
+  }
+  return results;
+}

@@ -1,0 +1,96 @@
+/**
+ * The one definition of every table: keys, stream view type, the environment variable that
+ * names it and its default name. The CDK construct, the local CLI (`tables create`) and the
+ * test setup all derive their tables from this module, so they cannot drift apart.
+ *
+ * Pure data: no AWS SDK and no CDK import, so both sides can map it to their own types.
+ */
+
+export type KeyType = "S" | "N" | "B";
+
+export interface KeyDefinition {
+  readonly name: string;
+  readonly type: KeyType;
+}
+
+export interface TableDefinition {
+  /** Logical id, also used for CDK construct ids. */
+  readonly id: "meshes" | "dataplanes" | "vips" | "claims";
+  /** Environment variable that overrides the physical table name. */
+  readonly envVar: string;
+  /** Physical name when the environment variable is unset. */
+  readonly defaultName: string;
+  readonly partitionKey: KeyDefinition;
+  readonly sortKey?: KeyDefinition;
+  /** Stream view type, or undefined for no stream. */
+  readonly stream?: "NEW_AND_OLD_IMAGES";
+  /** Who reads it: inputs are written by the control plane, outputs read downstream. */
+  readonly role: "input" | "output" | "private";
+  readonly description: string;
+}
+
+export const MESHES_TABLE: TableDefinition = {
+  id: "meshes",
+  envVar: "MESHES_TABLE",
+  defaultName: "meshes",
+  partitionKey: { name: "name", type: "S" },
+  stream: "NEW_AND_OLD_IMAGES",
+  role: "input",
+  description: "Kuma Mesh resources, one item per mesh",
+};
+
+export const DATAPLANES_TABLE: TableDefinition = {
+  id: "dataplanes",
+  envVar: "DATAPLANES_TABLE",
+  defaultName: "dataplanes",
+  partitionKey: { name: "mesh", type: "S" },
+  sortKey: { name: "name", type: "S" },
+  stream: "NEW_AND_OLD_IMAGES",
+  role: "input",
+  description: "Kuma Dataplane resources, keyed by mesh and name",
+};
+
+export const VIPS_TABLE: TableDefinition = {
+  id: "vips",
+  envVar: "VIPS_TABLE",
+  defaultName: "vips",
+  partitionKey: { name: "mesh", type: "S" },
+  role: "output",
+  description: "One VIP item per mesh, read by downstream services (no stream: readers poll or GetItem)",
+};
+
+/**
+ * The allocator's private state: service claims (`svc#<name>`), address claims
+ * (`addr#<ip>`) and pool cursors (`pool#<cidr>`). Never read by downstream services.
+ */
+export const CLAIMS_TABLE: TableDefinition = {
+  id: "claims",
+  envVar: "CLAIMS_TABLE",
+  defaultName: "vip-claims",
+  partitionKey: { name: "pk", type: "S" },
+  role: "private",
+  description: "Allocator state: global service and address claims, pool cursors",
+};
+
+export const ALL_TABLES: readonly TableDefinition[] = [
+  MESHES_TABLE,
+  DATAPLANES_TABLE,
+  VIPS_TABLE,
+  CLAIMS_TABLE,
+];
+
+export type TableNames = Readonly<Record<TableDefinition["id"], string>>;
+
+/** Resolves physical table names from an environment-like record. */
+export function resolveTableNames(env: Readonly<Record<string, string | undefined>>): TableNames {
+  const name = (def: TableDefinition): string => {
+    const value = env[def.envVar];
+    return value === undefined || value === "" ? def.defaultName : value;
+  };
+  return {
+    meshes: name(MESHES_TABLE),
+    dataplanes: name(DATAPLANES_TABLE),
+    vips: name(VIPS_TABLE),
+    claims: name(CLAIMS_TABLE),
+  };
+}
