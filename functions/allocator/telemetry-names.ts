@@ -1,0 +1,36 @@
+/**
+ * Names of the function's own CloudWatch metrics (EMF via Powertools Metrics), shared by the
+ * function and the CDK alarms/dashboard so they cannot drift apart. Every metric carries the
+ * default dimension `service` = {@link SERVICE_NAME}.
+ */
+export const METRICS_NAMESPACE = "VipAllocator";
+export const SERVICE_NAME = "vip-allocator";
+
+export const METRIC = {
+  /** VIPs newly claimed for a service (Count). */
+  allocations: "VipAllocations",
+  /** Services that left their last mesh and went into quarantine (Count). */
+  releases: "VipReleases",
+  /** Quarantined addresses handed to a different service after the quarantine (Count). */
+  reclaims: "VipReclaims",
+  /** VIPs replaced because they fell outside VIP_CIDR (Count). */
+  renumbered: "VipRenumbered",
+  /** Services that could not get a VIP because the range is full (Count). */
+  exhausted: "PoolExhausted",
+  /** Share of the range held by claims, quarantined ones included (Percent). */
+  poolUsedPercent: "PoolUsedPercent",
+  /** Size of a written VIP item (Bytes). */
+  itemBytes: "VipItemBytes",
+  /** Per-mesh VIP item writes (Count). */
+  meshWrites: "MeshWrites",
+  /** Lost optimistic-lock or claim races, each followed by a retry (Count). */
+  conflicts: "VersionConflicts",
+  /** Skipped pieces of bad input (Count). */
+  badInput: "BadInput",
+  /** Meshes that failed after all retries and were reported back to the event source (Count). */
+  meshFailures: "MeshFailures",
+  /** Age of the oldest record of a batch when its processing started (Milliseconds). */
+  streamLagMs: "StreamLag",
+} as const;
+
+export type MetricName = (typeof METRIC)[keyof typeof METRIC];
