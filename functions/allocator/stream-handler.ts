@@ -1,4 +1,124 @@
+import { randomUUID } from "node:crypto";
+import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
+import { isAllocatorError } from "../domain/errors.ts";
+import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
+import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
+import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
+import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
+import type { AllocatorConfig } from "./config.ts";
+import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
+import { type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
+import { METRIC } from "./telemetry-names.ts";
+import type { Telemetry } from "./telemetry.ts";
 
 /** What Lambda (or the local poller) calls with a batch of stream records from either table. */
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
+
+export interface StreamHandlerOptions {
+  readonly telemetry?: Telemetry;
+  readonly client?: DynamoDBClient;
+  /** Meshes reconciled at once within one invocation. */
+  readonly concurrency?: number;
+  readonly now?: () => number;
+  /** Called with each mesh's outcome (the local CLI prints them). */
+  readonly onOutcome?: (outcome: MeshOutcome) => void;
+}
+
+/** Builds the SDK client for the configured endpoint (unset = real AWS). */
+export function createDynamoClient(config: AllocatorConfig, extra: DynamoDBClientConfig = {}) {
+  return new DynamoDBClient({
+    ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
+    maxAttempts: 5,
+    ...extra,
+  });
+}
+
+/**
+ * The allocator: groups a batch's records by the meshes they touch, reconciles each touched
+ * mesh once, and reports back the lowest sequence number among the records of meshes that
+ * failed, so the event source retries from there (re-delivery is harmless: reconcile is
+ * idempotent). Bad records are logged and skipped; they never fail the batch.
+ */
+export function createStreamHandler(
+  config: AllocatorConfig,
+  options: StreamHandlerOptions = {},
+): StreamHandler {
+  const telemetry = options.telemetry ?? new PowertoolsTelemetry();
+  const client = options.client ?? createDynamoClient(config);
+  const doc = DynamoDBDocumentClient.from(client, {
+    marshallOptions: { removeUndefinedValues: true },
+  });
+  const vipItems = new DynamoVipItemStore(doc, config.tables.vips);
+  const claims = new DynamoClaimStore(doc, config.tables.claims, randomUUID);
+  const now = options.now ?? Date.now;
+  const concurrency = Math.max(1, options.concurrency ?? 4);
+
+  return async (event) => {
+    try {
+      const byMesh = new Map<string, string[]>();
+      let oldest: number | undefined;
+      for (const record of event.Records ?? []) {
+        const decoded = decodeRecord(record, config.tables);
+        if (!decoded.ok) {
+          telemetry.badInput(decoded.issue);
+          continue;
+        }
+        if (decoded.createdAtMs !== undefined) {
+          oldest = Math.min(oldest ?? decoded.createdAtMs, decoded.createdAtMs);
+        }
+        for (const mesh of decoded.meshes) {
+          const list = byMesh.get(mesh) ?? [];
+          list.push(decoded.sequenceNumber);
+          byMesh.set(mesh, list);
+        }
+      }
+      if (oldest !== undefined) {
+        telemetry.metric(METRIC.streamLagMs, "Milliseconds", Math.max(0, now() - oldest));
+      }
+
+      const source = new DynamoMeshSource(client, config.tables);
+      const deps = {
+        source,
+        vipItems,
+        claims,
+        pool: config.pool,
+        quarantineSeconds: config.quarantineSeconds,
+        maxAttempts: config.maxWriteAttempts,
+        telemetry,
+        now,
+        newId: randomUUID,
+        sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+        random: Math.random,
+      };
+      const failedSequences: string[] = [];
+      const meshes = [...byMesh.keys()].sort();
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < meshes.length) {
+          const mesh = meshes[next++] as string;
+          try {
+            const result = await reconcileMesh(mesh, deps);
+            options.onOutcome?.(result);
+          } catch (error) {
+            telemetry.metric(METRIC.meshFailures, "Count", 1);
+            telemetry.error("mesh failed; its records are reported for retry", {
+              mesh,
+              code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+              error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+            });
+            failedSequences.push(...(byMesh.get(mesh) ?? []));
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(concurrency, meshes.length) }, worker));
+
+      if (failedSequences.length === 0) return { batchItemFailures: [] };
+      const lowest = failedSequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));
+      return { batchItemFailures: [{ itemIdentifier: lowest }] };
+    } finally {
+      telemetry.flush?.();
+    }
+  };
+}

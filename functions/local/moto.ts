@@ -56,7 +56,9 @@ export async function waitUntilAnswering(endpoint: string, timeoutMs = 15_000): 
  * Starts `moto_server` on a free 127.0.0.1 port and waits until it answers. The process is
  * killed by `stop()` and, as a safety net, when this Node process exits.
  */
-export async function startMoto(options: { command?: string; timeoutMs?: number } = {}): Promise<MotoServer> {
+export async function startMoto(
+  options: { command?: string; timeoutMs?: number } = {},
+): Promise<MotoServer> {
   const command = options.command ?? process.env.MOTO_SERVER_COMMAND ?? "moto_server";
   const port = await freeLoopbackPort();
   const child: ChildProcess = spawn(command, ["-H", "127.0.0.1", "-p", String(port)], {

@@ -1,0 +1,55 @@
+import { Logger } from "@aws-lambda-powertools/logger";
+import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import type { InputIssue } from "../domain/errors.ts";
+import { METRIC, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from "./telemetry-names.ts";
+import type { MetricUnitName, Telemetry } from "./telemetry.ts";
+
+const UNITS: Record<MetricUnitName, (typeof MetricUnit)[keyof typeof MetricUnit]> = {
+  Count: MetricUnit.Count,
+  Percent: MetricUnit.Percent,
+  Bytes: MetricUnit.Bytes,
+  Milliseconds: MetricUnit.Milliseconds,
+};
+
+/** Telemetry backed by Powertools: structured JSON logs and EMF metrics. */
+export class PowertoolsTelemetry implements Telemetry {
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+
+  constructor(options: { logger?: Logger; metrics?: Metrics } = {}) {
+    this.logger = options.logger ?? new Logger({ serviceName: SERVICE_NAME });
+    this.metrics =
+      options.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
+  }
+
+  metric(name: MetricName, unit: MetricUnitName, value: number): void {
+    this.metrics.addMetric(name, UNITS[unit], value);
+  }
+
+  badInput(issue: InputIssue): void {
+    this.logger.warn("bad input skipped", {
+      table: issue.table,
+      key: issue.key,
+      field: issue.field,
+      reason: issue.reason,
+    });
+    this.metrics.addMetric(METRIC.badInput, MetricUnit.Count, 1);
+  }
+
+  info(message: string, data: Record<string, unknown> = {}): void {
+    this.logger.info(message, data);
+  }
+
+  warn(message: string, data: Record<string, unknown> = {}): void {
+    this.logger.warn(message, data);
+  }
+
+  error(message: string, data: Record<string, unknown> = {}): void {
+    this.logger.error(message, data);
+  }
+
+  /** Emits the metrics gathered during one invocation. */
+  flush(): void {
+    this.metrics.publishStoredMetrics();
+  }
+}

@@ -1,0 +1,333 @@
+import { RetriesExhaustedError, VersionConflictError } from "../domain/errors.ts";
+import { buildContent, exhaustedReason, planMesh, sameContent } from "../domain/plan.ts";
+import type { VipPool } from "../domain/pool.ts";
+import { deriveServiceSet } from "../domain/service-set.ts";
+import type { Membership, VipItem } from "../domain/types.ts";
+import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
+import { AddressFinder } from "./address-finder.ts";
+import { METRIC } from "./telemetry-names.ts";
+import type { Telemetry } from "./telemetry.ts";
+
+export interface ReconcileDeps {
+  readonly source: MeshSource;
+  readonly vipItems: VipItemStore;
+  readonly claims: ClaimStore;
+  readonly pool: VipPool;
+  readonly quarantineSeconds: number;
+  readonly maxAttempts: number;
+  readonly telemetry: Telemetry;
+  readonly now: () => number;
+  readonly newId: () => string;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly random: () => number;
+}
+
+export type MeshAction = "created" | "updated" | "deleted" | "unchanged" | "absent";
+
+export interface MeshOutcome {
+  readonly mesh: string;
+  readonly action: MeshAction;
+  readonly version: number | undefined;
+  readonly added: Readonly<Record<string, string>>;
+  readonly removed: Readonly<Record<string, string>>;
+  readonly unallocated: readonly string[];
+  readonly attempts: number;
+}
+
+/** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */
+export function backoffMs(attempt: number, random: () => number, baseMs = 25, capMs = 1000) {
+  return Math.floor(random() * Math.min(capMs, baseMs * 2 ** attempt));
+}
+
+/** Claims this pass asserted for the mesh, to retract those the final content leaves out. */
+type Asserted = Map<string, Membership>;
+
+/**
+ * Brings one mesh's VIP item up to date with the tables as they are now.
+ *
+ * Correctness under concurrency rests on two mechanisms:
+ * - global claims (one per service, one per address) written with conditions, so two
+ *   invocations can never give one address to two services, nor two VIPs to one service;
+ * - the mesh item written with a condition on the version read *before* the computation, so
+ *   a writer whose inputs went stale loses, re-reads, recomputes and retries (bounded, with
+ *   full jitter).
+ * Membership of a service in the mesh is asserted before the item that lists it is written,
+ * and retracted only after an item without it is written, conditional on the version: a claim
+ * can leak (safe) but a listed VIP can never be released.
+ */
+export async function reconcileMesh(mesh: string, deps: ReconcileDeps): Promise<MeshOutcome> {
+  const asserted: Asserted = new Map();
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= deps.maxAttempts; attempt++) {
+    try {
+      return await attemptOnce(mesh, deps, asserted, attempt);
+    } catch (error) {
+      if (!(error instanceof VersionConflictError)) throw error;
+      lastError = error;
+      deps.telemetry.metric(METRIC.conflicts, "Count", 1);
+      if (attempt < deps.maxAttempts) await deps.sleep(backoffMs(attempt, deps.random));
+    }
+  }
+  throw new RetriesExhaustedError(mesh, deps.maxAttempts, lastError);
+}
+
+async function attemptOnce(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  attempt: number,
+): Promise<MeshOutcome> {
+  const { source, vipItems, telemetry, pool } = deps;
+  const [current, exists] = await Promise.all([vipItems.get(mesh), source.meshExists(mesh)]);
+
+  if (!exists) {
+    if (current === undefined) {
+      await retract(mesh, deps, asserted, undefined);
+      return outcome(mesh, "absent", undefined, {}, {}, [], attempt);
+    }
+    await vipItems.delete(mesh, current.version);
+    let released = 0;
+    for (const service of Object.keys(current.vips)) {
+      const result = await deps.claims.leave(
+        service,
+        mesh,
+        current.incarnation,
+        current.version,
+        deps.now(),
+      );
+      if (result === "released") released++;
+    }
+    if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
+    await retract(mesh, deps, asserted, undefined);
+    telemetry.info("mesh deleted: VIP item removed, its services left the mesh", {
+      mesh,
+      version: current.version,
+      services: Object.keys(current.vips).length,
+      released,
+    });
+    return outcome(mesh, "deleted", current.version, {}, { ...current.vips }, [], attempt);
+  }
+
+  const [dataplanes, ingresses] = await Promise.all([
+    source.dataplanesOf(mesh),
+    source.ingressesFor(mesh),
+  ]);
+  const { services, issues } = deriveServiceSet(mesh, dataplanes, ingresses);
+  for (const issue of [...source.drainIssues(), ...issues]) telemetry.badInput(issue);
+
+  const plan = planMesh(current, services, pool);
+  const incarnation = current?.incarnation ?? deps.newId();
+  const version = (current?.version ?? 0) + 1;
+  const membership: Membership = { incarnation, version };
+  const assigned = new Map(plan.keep);
+  const unallocated = new Map<string, string>();
+  const added: Record<string, string> = {};
+  const nowMs = deps.now();
+  const finder = new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds);
+  const cutoffMs = nowMs - deps.quarantineSeconds * 1000;
+
+  const claimed = await deps.claims.getServices(plan.needed);
+  for (const service of plan.needed) {
+    const vip = await obtainVip(service, {
+      mesh,
+      deps,
+      finder,
+      membership,
+      nowMs,
+      cutoffMs,
+      prefetched: claimed,
+    });
+    if (vip === undefined) {
+      unallocated.set(service, exhaustedReason(pool));
+      continue;
+    }
+    asserted.set(service, membership);
+    assigned.set(service, vip);
+    added[service] = vip;
+    const old = plan.outOfRange.get(service);
+    if (old !== undefined) {
+      telemetry.warn("service renumbered: its VIP lies outside VIP_CIDR", {
+        mesh,
+        service,
+        from: old,
+        to: vip,
+        cidr: pool.cidr,
+      });
+      telemetry.metric(METRIC.renumbered, "Count", 1);
+    }
+  }
+  const claimCount = await finder.flush();
+  if (claimCount !== undefined && pool.size > 0n) {
+    const percent = Number((BigInt(claimCount) * 1_000_000n) / pool.size) / 10_000;
+    telemetry.metric(METRIC.poolUsedPercent, "Percent", percent);
+  }
+  if (unallocated.size > 0) {
+    telemetry.metric(METRIC.exhausted, "Count", unallocated.size);
+    telemetry.error("range exhausted: services left without a VIP", {
+      mesh,
+      cidr: pool.cidr,
+      size: pool.size.toString(),
+      unallocated: [...unallocated.keys()].slice(0, 50),
+      unallocatedCount: unallocated.size,
+    });
+  }
+
+  const content = buildContent(assigned, unallocated, pool.cidr);
+  const removed = Object.fromEntries(plan.removed);
+  if (sameContent(current, content)) {
+    await retract(mesh, deps, asserted, current);
+    return outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt);
+  }
+
+  const item: VipItem = {
+    mesh,
+    version,
+    vips: content.vips,
+    cidr: content.cidr,
+    updatedAt: new Date(deps.now()).toISOString(),
+    ...(unallocated.size > 0 ? { unallocated: content.unallocated } : {}),
+    incarnation,
+  };
+  const bytes = await vipItems.put(item, current?.version);
+  telemetry.metric(METRIC.meshWrites, "Count", 1);
+  telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
+
+  let released = 0;
+  for (const service of plan.removed.keys()) {
+    if ((await deps.claims.leave(service, mesh, incarnation, version, deps.now())) === "released") {
+      released++;
+    }
+  }
+  await retract(mesh, deps, asserted, item);
+  const allocations = Object.keys(added).length;
+  if (allocations > 0) telemetry.metric(METRIC.allocations, "Count", allocations);
+  if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
+  telemetry.info("mesh VIP item written", {
+    mesh,
+    version,
+    services: Object.keys(content.vips).length,
+    added,
+    removed,
+    unallocated: unallocated.size,
+    bytes,
+  });
+  return outcome(
+    mesh,
+    current === undefined ? "created" : "updated",
+    version,
+    added,
+    removed,
+    [...unallocated.keys()],
+    attempt,
+  );
+}
+
+interface ObtainContext {
+  readonly mesh: string;
+  readonly deps: ReconcileDeps;
+  readonly finder: AddressFinder;
+  readonly membership: Membership;
+  readonly nowMs: number;
+  readonly cutoffMs: number;
+  readonly prefetched: ReadonlyMap<string, ServiceClaim>;
+}
+
+/** Attempts at claiming one service before the whole mesh pass counts as a lost race. */
+const CLAIM_ATTEMPTS = 8;
+
+/**
+ * The VIP `service` holds globally, joining its claim (same VIP in every mesh), or a new
+ * address claimed for it. Undefined when the range is exhausted.
+ */
+async function obtainVip(
+  service: string,
+  ctx: ObtainContext,
+): Promise<string | undefined> {
+  const { deps, finder, mesh, membership } = ctx;
+  let claim = ctx.prefetched.get(service);
+  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+    if (attempt > 0) claim = (await deps.claims.getServices([service])).get(service);
+    if (claim !== undefined) {
+      const vip = deps.pool.canonical(claim.vip);
+      if (vip !== undefined) {
+        const joined = await deps.claims.join(
+          service,
+          claim.vip,
+          mesh,
+          membership,
+          claim.releasedAt !== undefined,
+        );
+        if (joined) return vip;
+        continue;
+      }
+    }
+    const candidate = await finder.next();
+    if (candidate === undefined) return undefined;
+    const result =
+      claim === undefined
+        ? await deps.claims.claimNew(
+            service,
+            candidate,
+            mesh,
+            membership,
+            ctx.nowMs,
+            ctx.cutoffMs,
+          )
+        : await deps.claims.moveClaim(
+            service,
+            claim.vip,
+            candidate,
+            mesh,
+            membership,
+            ctx.nowMs,
+            ctx.cutoffMs,
+          );
+    if (result === "ok") {
+      finder.taken(candidate);
+      if (candidate.reclaimFrom !== undefined) {
+        deps.telemetry.metric(METRIC.reclaims, "Count", 1);
+        deps.telemetry.info("address reclaimed after quarantine", {
+          vip: candidate.vip,
+          from: candidate.reclaimFrom.owner,
+          to: service,
+        });
+      }
+      return candidate.vip;
+    }
+    deps.telemetry.metric(METRIC.conflicts, "Count", 1);
+  }
+  throw new VersionConflictError(`claim of service ${service}`);
+}
+
+/**
+ * Retracts memberships this pass asserted that the committed item does not list. A membership
+ * of the committed incarnation is removed only up to the committed version (a later writer may
+ * have asserted it again); one of any other incarnation is dead (deleted, or our own create
+ * that lost) and no one can commit it any more, so it is removed whatever its version.
+ */
+async function retract(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  committed: VipItem | undefined,
+): Promise<void> {
+  for (const [service, membership] of asserted) {
+    if (committed !== undefined && Object.hasOwn(committed.vips, service)) continue;
+    const live = committed !== undefined && committed.incarnation === membership.incarnation;
+    const upTo = live ? committed.version : Number.MAX_SAFE_INTEGER;
+    await deps.claims.leave(service, mesh, membership.incarnation, upTo, deps.now());
+  }
+  asserted.clear();
+}
+
+function outcome(
+  mesh: string,
+  action: MeshAction,
+  version: number | undefined,
+  added: Record<string, string>,
+  removed: Record<string, string>,
+  unallocated: string[],
+  attempts: number,
+): MeshOutcome {
+  return { mesh, action, version, added, removed, unallocated, attempts };
+}

@@ -1,0 +1,90 @@
+import type { VipPool } from "./pool.ts";
+import { compareServices } from "./service-set.ts";
+import type { VipContent, VipItem } from "./types.ts";
+
+/** What a mesh needs, given the VIPs it holds and the services it should have. */
+export interface MeshPlan {
+  /** Services that stay, with the in-range VIP they already hold in this mesh. */
+  readonly keep: ReadonlyMap<string, string>;
+  /** Services that need a VIP from the global claims, in sorted order. */
+  readonly needed: readonly string[];
+  /** Subset of `needed`: services whose VIP here lies outside the range (renumbered). */
+  readonly outOfRange: ReadonlyMap<string, string>;
+  /** Services that left this mesh, with the VIP they held here. */
+  readonly removed: ReadonlyMap<string, string>;
+}
+
+/**
+ * Splits a mesh's services into those that keep their VIP and those that need one.
+ *
+ * Invariant (stability): a service that stays in the mesh keeps the VIP the mesh item already
+ * gives it, as long as that VIP lies in the current range; only new services and services with
+ * an out-of-range VIP (after a `VIP_CIDR` change) go to `needed`. Like Kuma, existing
+ * addresses are reserved before anything new is handed out.
+ */
+export function planMesh(
+  current: VipItem | undefined,
+  services: readonly string[],
+  pool: VipPool,
+): MeshPlan {
+  const held = current?.vips ?? {};
+  const wanted = new Set(services);
+  const keep = new Map<string, string>();
+  const outOfRange = new Map<string, string>();
+  const needed: string[] = [];
+  for (const service of [...wanted].sort(compareServices)) {
+    const vip = Object.hasOwn(held, service) ? held[service] : undefined;
+    const canonical = vip === undefined ? undefined : pool.canonical(vip);
+    if (canonical !== undefined) {
+      keep.set(service, canonical);
+      continue;
+    }
+    if (vip !== undefined) outOfRange.set(service, vip);
+    needed.push(service);
+  }
+  const removed = new Map<string, string>();
+  for (const [service, vip] of Object.entries(held)) {
+    if (!wanted.has(service)) removed.set(service, vip);
+  }
+  return { keep, needed, outOfRange, removed };
+}
+
+function sortedRecord(entries: Iterable<[string, string]>): Record<string, string> {
+  const list = [...entries].sort(([a], [b]) => compareServices(a, b));
+  return Object.fromEntries(list);
+}
+
+/** Builds the content of a VIP item from assignments and unallocated reasons. */
+export function buildContent(
+  assigned: Iterable<[string, string]>,
+  unallocated: Iterable<[string, string]>,
+  cidr: string,
+): VipContent {
+  return { vips: sortedRecord(assigned), cidr, unallocated: sortedRecord(unallocated) };
+}
+
+function sameRecord(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) {
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
+}
+
+/** True when writing `next` over `current` would change nothing a reader sees. */
+export function sameContent(current: VipItem | undefined, next: VipContent): boolean {
+  if (current === undefined) return false;
+  return (
+    current.cidr === next.cidr &&
+    sameRecord(current.vips, next.vips) &&
+    sameRecord(current.unallocated ?? {}, next.unallocated)
+  );
+}
+
+/** Whether a released claim's quarantine is over at `nowMs`. */
+export function quarantineOver(releasedAtMs: number, nowMs: number, quarantineSeconds: number) {
+  return releasedAtMs + quarantineSeconds * 1000 <= nowMs;
+}
+
+/** The reason recorded in `unallocated` when the range has no free address. */
+export function exhaustedReason(pool: VipPool): string {
+  return `range ${pool.cidr} exhausted: all ${pool.size} addresses are claimed or quarantined`;
+}

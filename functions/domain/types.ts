@@ -1,0 +1,40 @@
+/** The per-mesh VIP item as downstream services read it (CONTRACT.md "Output"). */
+export interface VipItem {
+  readonly mesh: string;
+  /** 1 when created, +1 on every write; a write happens only when the content changes. */
+  readonly version: number;
+  /** service name -> VIP */
+  readonly vips: Readonly<Record<string, string>>;
+  /** The range the VIPs came from. */
+  readonly cidr: string;
+  /** ISO-8601 time of the last write. */
+  readonly updatedAt: string;
+  /** service -> reason, for services of the set that hold no VIP. */
+  readonly unallocated?: Readonly<Record<string, string>>;
+  /**
+   * Random id of this incarnation of the mesh item (a new one when a deleted mesh is created
+   * again). Claim memberships carry it so a late release from a previous incarnation cannot
+   * remove a membership of the new one. Not needed by readers.
+   */
+  readonly incarnation: string;
+}
+
+/** The content of a VIP item: what a write changes. */
+export interface VipContent {
+  readonly vips: Readonly<Record<string, string>>;
+  readonly cidr: string;
+  readonly unallocated: Readonly<Record<string, string>>;
+}
+
+/** A dataplane item as read from the table: its key and its raw, unvalidated attributes. */
+export interface DataplaneRecord {
+  readonly mesh: string;
+  readonly name: string;
+  readonly item: unknown;
+}
+
+/** Which item version asserted a service's membership in a mesh (see {@link VipItem.incarnation}). */
+export interface Membership {
+  readonly incarnation: string;
+  readonly version: number;
+}

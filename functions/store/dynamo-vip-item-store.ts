@@ -1,0 +1,99 @@
+import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
+import {
+  DeleteCommand,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+} from "@aws-sdk/lib-dynamodb";
+import { VersionConflictError } from "../domain/errors.ts";
+import type { VipItem } from "../domain/types.ts";
+import { itemSizeBytes } from "./attribute-values.ts";
+import type { VipItemStore } from "./ports.ts";
+
+/** Decodes a stored VIP item; tolerant of missing optional attributes. */
+export function decodeVipItem(raw: Record<string, unknown>): VipItem {
+  const record = (value: unknown): Record<string, string> => {
+    if (typeof value !== "object" || value === null) return {};
+    const out: Record<string, string> = {};
+    for (const [key, inner] of Object.entries(value)) {
+      if (typeof inner === "string") out[key] = inner;
+    }
+    return out;
+  };
+  const unallocated = record(raw.unallocated);
+  return {
+    mesh: String(raw.mesh),
+    version: Number(raw.version),
+    vips: record(raw.vips),
+    cidr: String(raw.cidr ?? ""),
+    updatedAt: String(raw.updatedAt ?? ""),
+    ...(Object.keys(unallocated).length > 0 ? { unallocated } : {}),
+    incarnation: typeof raw.incarnation === "string" ? raw.incarnation : "",
+  };
+}
+
+/**
+ * The public `vips` table. Every write is conditional on the version read before the new
+ * content was computed (`attribute_not_exists` for the first write), the optimistic-locking
+ * pattern of the AWS SDK's `VersionedRecordExtension`.
+ */
+export class DynamoVipItemStore implements VipItemStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly table: string,
+  ) {}
+
+  async get(mesh: string): Promise<VipItem | undefined> {
+    const result = await this.doc.send(
+      new GetCommand({ TableName: this.table, Key: { mesh }, ConsistentRead: true }),
+    );
+    return result.Item === undefined ? undefined : decodeVipItem(result.Item);
+  }
+
+  async put(item: VipItem, expectedVersion: number | undefined): Promise<number> {
+    const stored: Record<string, unknown> = { ...item };
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: stored,
+          ...(expectedVersion === undefined
+            ? {
+                ConditionExpression: "attribute_not_exists(#m)",
+                ExpressionAttributeNames: { "#m": "mesh" },
+              }
+            : {
+                ConditionExpression: "#v = :expected",
+                ExpressionAttributeNames: { "#v": "version" },
+                ExpressionAttributeValues: { ":expected": expectedVersion },
+              }),
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expectedVersion);
+      }
+      throw error;
+    }
+    return itemSizeBytes(stored);
+  }
+
+  async delete(mesh: string, expectedVersion: number): Promise<void> {
+    try {
+      await this.doc.send(
+        new DeleteCommand({
+          TableName: this.table,
+          Key: { mesh },
+          ConditionExpression: "#v = :expected",
+          ExpressionAttributeNames: { "#v": "version" },
+          ExpressionAttributeValues: { ":expected": expectedVersion },
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        throw new VersionConflictError(`VIP item of mesh ${mesh}`, expectedVersion);
+      }
+      throw error;
+    }
+  }
+}

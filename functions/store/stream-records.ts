@@ -1,0 +1,88 @@
+import type { AttributeValue } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBRecord } from "aws-lambda";
+import type { InputIssue } from "../domain/errors.ts";
+import { meshesTouchedBy } from "../domain/service-set.ts";
+import { toPlain } from "./attribute-values.ts";
+import type { TableNames } from "./table-definitions.ts";
+
+/** What one stream record means to the allocator. */
+export type DecodedRecord =
+  | {
+      readonly ok: true;
+      readonly sequenceNumber: string;
+      readonly table: "meshes" | "dataplanes";
+      readonly meshes: readonly string[];
+      readonly createdAtMs: number | undefined;
+    }
+  | { readonly ok: false; readonly sequenceNumber: string | undefined; readonly issue: InputIssue };
+
+/** `arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL` -> NAME */
+export function tableNameFromArn(arn: string | undefined): string | undefined {
+  const match = arn === undefined ? null : /:table\/([^/]+)\/stream\//.exec(arn);
+  return match?.[1];
+}
+
+function image(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  return toPlain(value as Record<string, AttributeValue>);
+}
+
+/**
+ * Decodes a Lambda stream record: which input table it came from (by the event source ARN's
+ * table name) and which meshes it touches. A mesh record touches its mesh; a dataplane record
+ * touches the mesh it is stored under and, for an ingress, every mesh its old or new image
+ * advertises services for. Never throws: an unusable record becomes an issue.
+ */
+export function decodeRecord(record: DynamoDBRecord, tables: TableNames): DecodedRecord {
+  const sequenceNumber = record.dynamodb?.SequenceNumber;
+  const tableName = tableNameFromArn(record.eventSourceARN);
+  const keys = (record.dynamodb?.Keys ?? {}) as Record<string, AttributeValue>;
+  const fail = (table: string, field: string, reason: string): DecodedRecord => ({
+    ok: false,
+    sequenceNumber,
+    issue: { table, key: plainKeys(keys), field, reason },
+  });
+  if (sequenceNumber === undefined || !/^\d+$/.test(sequenceNumber)) {
+    return fail(tableName ?? "(unknown)", "dynamodb.SequenceNumber", "missing or not numeric");
+  }
+  const createdAt = record.dynamodb?.ApproximateCreationDateTime;
+  const createdAtMs = typeof createdAt === "number" ? createdAt * 1000 : undefined;
+  if (tableName === tables.meshes) {
+    const name = keys.name?.S;
+    if (name === undefined || name === "") return fail(tableName, "Keys.name", "missing or not a string");
+    return { ok: true, sequenceNumber, table: "meshes", meshes: [name], createdAtMs };
+  }
+  if (tableName === tables.dataplanes) {
+    const mesh = keys.mesh?.S;
+    if (mesh === undefined || mesh === "") return fail(tableName, "Keys.mesh", "missing or not a string");
+    const meshes = new Set<string>([mesh]);
+    try {
+      for (const raw of [record.dynamodb?.OldImage, record.dynamodb?.NewImage]) {
+        for (const touched of meshesTouchedBy(image(raw))) meshes.add(touched);
+      }
+    } catch {
+      // An undecodable image still touches its own mesh; the reconcile reports the item.
+    }
+    return { ok: true, sequenceNumber, table: "dataplanes", meshes: [...meshes], createdAtMs };
+  }
+  return fail(
+    tableName ?? "(unknown)",
+    "eventSourceARN",
+    `not a stream of ${tables.meshes} or ${tables.dataplanes}: ${record.eventSourceARN ?? "missing"}`,
+  );
+}
+
+function plainKeys(keys: Record<string, AttributeValue>): Record<string, unknown> {
+  try {
+    return toPlain(keys);
+  } catch {
+    return {};
+  }
+}
+
+/** Numeric comparison of stream sequence numbers (21-40 digits: never compare as strings). */
+export function compareSequenceNumbers(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
