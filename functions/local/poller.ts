@@ -812,7 +812,7 @@ export class StreamPoller {
         return { kind: "error", error: `batchItemFailures names ${id}, not in the batch` };
       }
       const entry = entries[index] as Entry;
-      if (lowest === undefined) {
+      if (lowest === undefined || entry.sequence < (entries[lowest] as Entry).sequence) {
         lowest = index;
       }
     }
