@@ -25,9 +25,12 @@ import type {
 } from "aws-lambda";
 import { EVENT_SOURCE_SETTINGS } from "../allocator/event-source-settings.ts";
 import type { StreamHandler } from "../allocator/stream-handler.ts";
+import { decodeRecord } from "../store/stream-records.ts";
 import type { TableNames } from "../store/table-definitions.ts";
 import { clientConfig, type StaticCredentials } from "./aws-clients.ts";
-import { type InputTable, meshesTouchedBy } from "./touched-meshes.ts";
+
+/** Which input table a stream comes from. */
+export type InputTable = "meshes" | "dataplanes";
 
 /** Where records that gave up go unless told otherwise (git-ignored). */
 export const DEFAULT_FAILURE_FILE = ".local/failures.jsonl";
@@ -93,7 +96,7 @@ export interface BatchInfo {
   readonly error?: string;
   /** "gave-up": why. */
   readonly condition?: FailureCondition;
-  /** Meshes the records touch (see meshesTouchedBy). */
+  /** Meshes the records touch, as the allocator decodes them (decodeRecord). */
   readonly meshes: readonly string[];
 }
 
@@ -319,6 +322,7 @@ export class StreamPoller {
   private readonly onBatch: StreamPollerOptions["onBatch"];
   private readonly onError: (error: unknown, table: InputTable) => void;
   private readonly now: () => number;
+  private readonly tables: TableNames;
   private readonly state: StreamState[];
   /** streamArn -> shardId -> last processed sequence number. */
   private checkpoints: Record<string, Record<string, string>> | undefined;
@@ -386,6 +390,7 @@ export class StreamPoller {
         process.stderr.write(`poller: ${table} stream: ${describeError(error)}\n`);
       });
     this.now = options.now ?? Date.now;
+    this.tables = options.tables;
     this.state = [
       { table: "meshes", tableName: options.tables.meshes, streamArn: undefined, shards: [] },
       {
@@ -783,7 +788,7 @@ export class StreamPoller {
       outcome: result.kind,
       ...(partial !== undefined ? { resumeFrom: partial.sequenceNumber } : {}),
       ...(result.kind === "error" ? { error: result.error } : {}),
-      meshes: this.meshesOf(shard.table, pending.entries),
+      meshes: this.meshesOf(pending.entries),
     });
     return result;
   }
@@ -819,10 +824,11 @@ export class StreamPoller {
     return lowest === undefined ? { kind: "ok" } : { kind: "partial", index: lowest };
   }
 
-  private meshesOf(table: InputTable, entries: readonly Entry[]): string[] {
+  private meshesOf(entries: readonly Entry[]): string[] {
     const meshes = new Set<string>();
     for (const entry of entries) {
-      for (const mesh of meshesTouchedBy(entry.record, table)) meshes.add(mesh);
+      const decoded = decodeRecord(entry.record, this.tables);
+      if (decoded.ok) for (const mesh of decoded.meshes) meshes.add(mesh);
     }
     return [...meshes].sort();
   }
@@ -832,7 +838,7 @@ export class StreamPoller {
     const last = entries[entries.length - 1];
     if (last === undefined) return;
     counters.records += entries.length;
-    for (const mesh of this.meshesOf(shard.table, entries)) counters.meshes.add(mesh);
+    for (const mesh of this.meshesOf(entries)) counters.meshes.add(mesh);
     this.setCheckpoint(shard, last.sequenceNumber);
   }
 
@@ -892,7 +898,7 @@ export class StreamPoller {
       outcome: "gave-up",
       condition,
       ...(pending.lastError !== undefined ? { error: pending.lastError } : {}),
-      meshes: this.meshesOf(shard.table, entries),
+      meshes: this.meshesOf(entries),
     });
   }
 
