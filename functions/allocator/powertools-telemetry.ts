@@ -1,8 +1,8 @@
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { InputIssue } from "../domain/errors.ts";
-import { METRIC, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from "./telemetry-names.ts";
 import type { MetricUnitName, Telemetry } from "./telemetry.ts";
+import { METRIC, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from "./telemetry-names.ts";
 
 const UNITS: Record<MetricUnitName, (typeof MetricUnit)[keyof typeof MetricUnit]> = {
   Count: MetricUnit.Count,

@@ -5,8 +5,8 @@ import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
-import { METRIC } from "./telemetry-names.ts";
 import type { Telemetry } from "./telemetry.ts";
+import { METRIC } from "./telemetry-names.ts";
 
 export interface ReconcileDeps {
   readonly source: MeshSource;
@@ -239,10 +239,7 @@ const CLAIM_ATTEMPTS = 8;
  * The VIP `service` holds globally, joining its claim (same VIP in every mesh), or a new
  * address claimed for it. Undefined when the range is exhausted.
  */
-async function obtainVip(
-  service: string,
-  ctx: ObtainContext,
-): Promise<string | undefined> {
+async function obtainVip(service: string, ctx: ObtainContext): Promise<string | undefined> {
   const { deps, finder, mesh, membership } = ctx;
   let claim = ctx.prefetched.get(service);
   for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
@@ -265,14 +262,7 @@ async function obtainVip(
     if (candidate === undefined) return undefined;
     const result =
       claim === undefined
-        ? await deps.claims.claimNew(
-            service,
-            candidate,
-            mesh,
-            membership,
-            ctx.nowMs,
-            ctx.cutoffMs,
-          )
+        ? await deps.claims.claimNew(service, candidate, mesh, membership, ctx.nowMs, ctx.cutoffMs)
         : await deps.claims.moveClaim(
             service,
             claim.vip,
@@ -312,7 +302,16 @@ async function retract(
   committed: VipItem | undefined,
 ): Promise<void> {
   for (const [service, membership] of asserted) {
-    if (committed !== undefined && Object.hasOwn(committed.vips, service)) continue;
+    const listed = committed === undefined ? undefined : committed.vips[service];
+    if (committed !== undefined && listed !== undefined) {
+      // Our speculative create may have overwritten the membership of the incarnation that
+      // won; assert it again for the committed incarnation so a later leave can match it.
+      if (membership.incarnation !== committed.incarnation) {
+        const again = { incarnation: committed.incarnation, version: committed.version };
+        await deps.claims.join(service, listed, mesh, again, false);
+      }
+      continue;
+    }
     const live = committed !== undefined && committed.incarnation === membership.incarnation;
     const upTo = live ? committed.version : Number.MAX_SAFE_INTEGER;
     await deps.claims.leave(service, mesh, membership.incarnation, upTo, deps.now());

@@ -10,8 +10,8 @@ import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts
 import type { AllocatorConfig } from "./config.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
 import { type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
-import { METRIC } from "./telemetry-names.ts";
 import type { Telemetry } from "./telemetry.ts";
+import { METRIC } from "./telemetry-names.ts";
 
 /** What Lambda (or the local poller) calls with a batch of stream records from either table. */
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
 
 /** A running moto_server (DynamoDB + DynamoDB Streams) on a loopback port. */
 export interface MotoServer {
@@ -16,6 +17,13 @@ export class MotoUnavailableError extends Error {
 }
 
 export const MOTO_INSTALL_HINT = 'pip install "moto[server]==5.2.1"';
+
+/**
+ * moto_server's app behind a one-request-at-a-time lock (see the file): without it moto's
+ * conditional writes are not atomic under concurrent requests. `MOTO_SERVER_COMMAND` may name
+ * another launcher taking `-H HOST -p PORT` (e.g. plain `moto_server`).
+ */
+const SERIAL_LAUNCHER = fileURLToPath(new URL("./moto_serial_server.py", import.meta.url));
 
 /** Asks the OS for a free port on 127.0.0.1. */
 export async function freeLoopbackPort(): Promise<number> {
@@ -59,9 +67,10 @@ export async function waitUntilAnswering(endpoint: string, timeoutMs = 15_000): 
 export async function startMoto(
   options: { command?: string; timeoutMs?: number } = {},
 ): Promise<MotoServer> {
-  const command = options.command ?? process.env.MOTO_SERVER_COMMAND ?? "moto_server";
+  const command = options.command ?? process.env.MOTO_SERVER_COMMAND ?? "python3";
+  const args = command === "python3" ? [SERIAL_LAUNCHER] : [];
   const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn(command, ["-H", "127.0.0.1", "-p", String(port)], {
+  const child: ChildProcess = spawn(command, [...args, "-H", "127.0.0.1", "-p", String(port)], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION ?? "us-east-1" },
   });
@@ -80,7 +89,13 @@ export async function startMoto(
       );
     });
     child.once("exit", (code) => {
-      reject(new MotoUnavailableError(`${command} exited with code ${code}: ${stderr.trim()}`));
+      reject(
+        new MotoUnavailableError(
+          /No module named '(moto|werkzeug)/.test(stderr)
+            ? `moto is not installed for ${command}; install it with: ${MOTO_INSTALL_HINT}`
+            : `${command} exited with code ${code}: ${stderr.trim().split("\n").slice(-3).join(" | ")}`,
+        ),
+      );
     });
   });
   const killOnExit = (): void => {

@@ -13,7 +13,9 @@ export function toPlain(item: Record<string, AttributeValue>): Record<string, un
 function normalise(value: unknown): unknown {
   if (value instanceof NumberValue) {
     const n = Number(value.value);
-    return Number.isFinite(n) && (!Number.isInteger(n) || Number.isSafeInteger(n)) ? n : value.value;
+    return Number.isFinite(n) && (!Number.isInteger(n) || Number.isSafeInteger(n))
+      ? n
+      : value.value;
   }
   if (Array.isArray(value)) return value.map(normalise);
   if (value instanceof Set) return new Set([...value].map(normalise));
@@ -42,7 +44,8 @@ function utf8(text: string): number {
 
 function valueSize(value: unknown): number {
   if (typeof value === "string") return utf8(value);
-  if (typeof value === "number") return Math.ceil(String(Math.abs(value)).replace(/[.-]/g, "").length / 2) + 1;
+  if (typeof value === "number")
+    return Math.ceil(String(Math.abs(value)).replace(/[.-]/g, "").length / 2) + 1;
   if (typeof value === "boolean" || value === null) return 1;
   if (value instanceof Uint8Array) return value.byteLength;
   if (Array.isArray(value)) return 3 + value.reduce((sum: number, v) => sum + 1 + valueSize(v), 0);

@@ -1,6 +1,6 @@
 import {
-  type CreateTableCommandInput,
   CreateTableCommand,
+  type CreateTableCommandInput,
   DescribeTableCommand,
   type DynamoDBClient,
   ResourceInUseException,

@@ -320,7 +320,11 @@ export class DynamoClaimStore implements ClaimStore {
         Key: { pk: poolKey(cidr) },
         UpdateExpression: "SET #next = :next, kind = :kind ADD claimed :n",
         ExpressionAttributeNames: { "#next": "next" },
-        ExpressionAttributeValues: { ":next": next.toString(), ":n": newlyClaimed, ":kind": "pool" },
+        ExpressionAttributeValues: {
+          ":next": next.toString(),
+          ":n": newlyClaimed,
+          ":kind": "pool",
+        },
         ReturnValues: "ALL_NEW",
       }),
     );
@@ -344,17 +348,28 @@ export class DynamoClaimStore implements ClaimStore {
     };
     const previous = candidate.reclaimFrom;
     if (previous === undefined) {
-      return [{ Put: { TableName: this.table, Item: item, ConditionExpression: "attribute_not_exists(pk)" } }];
+      return [
+        {
+          Put: {
+            TableName: this.table,
+            Item: item,
+            ConditionExpression: "attribute_not_exists(pk)",
+          },
+        },
+      ];
     }
     return [
       {
         Delete: {
           TableName: this.table,
           Key: { pk: serviceKey(previous.owner) },
-          ConditionExpression:
-            "vip = :vip AND size(#meshes) = :zero AND releasedAt <= :cutoff",
+          ConditionExpression: "vip = :vip AND size(#meshes) = :zero AND releasedAt <= :cutoff",
           ExpressionAttributeNames: { "#meshes": "meshes" },
-          ExpressionAttributeValues: { ":vip": candidate.vip, ":zero": 0, ":cutoff": reclaimCutoffMs },
+          ExpressionAttributeValues: {
+            ":vip": candidate.vip,
+            ":zero": 0,
+            ":cutoff": reclaimCutoffMs,
+          },
         },
       },
       {

@@ -7,8 +7,8 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
-import type { MeshSource } from "./ports.ts";
 import { toPlain } from "./attribute-values.ts";
+import type { MeshSource } from "./ports.ts";
 
 /**
  * Reads the input tables. Dataplanes of a mesh: one strongly consistent Query of its

@@ -49,12 +49,14 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
   const createdAtMs = typeof createdAt === "number" ? createdAt * 1000 : undefined;
   if (tableName === tables.meshes) {
     const name = keys.name?.S;
-    if (name === undefined || name === "") return fail(tableName, "Keys.name", "missing or not a string");
+    if (name === undefined || name === "")
+      return fail(tableName, "Keys.name", "missing or not a string");
     return { ok: true, sequenceNumber, table: "meshes", meshes: [name], createdAtMs };
   }
   if (tableName === tables.dataplanes) {
     const mesh = keys.mesh?.S;
-    if (mesh === undefined || mesh === "") return fail(tableName, "Keys.mesh", "missing or not a string");
+    if (mesh === undefined || mesh === "")
+      return fail(tableName, "Keys.mesh", "missing or not a string");
     const meshes = new Set<string>([mesh]);
     try {
       for (const raw of [record.dynamodb?.OldImage, record.dynamodb?.NewImage]) {

@@ -56,7 +56,8 @@ export const VIPS_TABLE: TableDefinition = {
   defaultName: "vips",
   partitionKey: { name: "mesh", type: "S" },
   role: "output",
-  description: "One VIP item per mesh, read by downstream services (no stream: readers poll or GetItem)",
+  description:
+    "One VIP item per mesh, read by downstream services (no stream: readers poll or GetItem)",
 };
 
 /**
