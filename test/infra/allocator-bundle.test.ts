@@ -1,0 +1,67 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { build } from "esbuild";
+import { afterAll, expect, test } from "vitest";
+import {
+  ALLOCATOR_BUNDLING,
+  ALLOCATOR_ENTRY,
+  PROJECT_ROOT,
+} from "../../infra/allocator-bundling.ts";
+
+const MAX_BUNDLE_BYTES = 5 * 1024 * 1024;
+const outdir = mkdtempSync(join(tmpdir(), "vip-allocator-bundle-"));
+
+afterAll(() => {
+  rmSync(outdir, { recursive: true, force: true });
+});
+
+// The same esbuild options NodejsFunction derives from ALLOCATOR_BUNDLING (see
+// aws-lambda-nodejs bundling: --platform=node --target --format --minify --sourcemap
+// --sources-content --main-fields --external), through esbuild's JS API.
+test("bundles the real handler with the construct's esbuild options", async () => {
+  const options = ALLOCATOR_BUNDLING;
+  const outfile = join(outdir, options.format === OutputFormat.ESM ? "index.mjs" : "index.js");
+  const result = await build({
+    absWorkingDir: PROJECT_ROOT,
+    entryPoints: [ALLOCATOR_ENTRY],
+    bundle: true,
+    platform: "node",
+    format: options.format === OutputFormat.ESM ? "esm" : "cjs",
+    target: options.target,
+    minify: options.minify,
+    sourcemap: options.sourceMap,
+    sourcesContent: options.sourcesContent,
+    mainFields: options.mainFields,
+    external: options.externalModules,
+    outfile,
+    metafile: true,
+    logLevel: "silent",
+  });
+  expect(result.errors).toEqual([]);
+
+  const code = readFileSync(outfile, "utf8");
+  const size = Buffer.byteLength(code);
+  const mapSize = readFileSync(`${outfile}.map`).byteLength;
+  console.log(`allocator bundle: ${size} bytes (source map ${mapSize} bytes)`);
+  expect(size).toBeLessThan(MAX_BUNDLE_BYTES);
+
+  // The AWS SDK is bundled (bundleAwsSDK), not taken from the runtime.
+  const inputs = Object.keys(result.metafile.inputs);
+  expect(inputs.some((path) => path.includes("node_modules/@aws-sdk/client-dynamodb/"))).toBe(true);
+
+  // No CommonJS `require` shim: an ESM bundle would throw "Dynamic require of ... is not
+  // supported" at run time. If this fails, add a createRequire banner (infra/allocator-bundling.ts).
+  expect(code).not.toContain("Dynamic require of");
+
+  // The bundle loads as an ES module in a plain Node process and exports the handler.
+  const probe = `const m = await import(${JSON.stringify(pathToFileURL(outfile).href)}); console.log(typeof m.handler);`;
+  const loaded = execFileSync(process.execPath, ["--input-type=module", "-e", probe], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  expect(loaded.trim()).toBe("function");
+});
