@@ -1,0 +1,173 @@
+import { BatchWriteCommand } from "@aws-sdk/lib-dynamodb";
+import { loadConfig } from "../../allocator/config.ts";
+import { createStreamHandler } from "../../allocator/stream-handler.ts";
+import type { VipItem } from "../../domain/types.ts";
+import { type MotoServer, MotoUnavailableError, startMoto } from "../../local/moto.ts";
+import { type BatchInfo, type DrainReport, StreamPoller } from "../../local/poller.ts";
+import { createTables } from "../../store/create-tables.ts";
+import { CliContext, type Output, prepareEnvironment } from "../context.ts";
+import { demoData } from "../demo-data.ts";
+import { CliError, type ExitCode } from "../errors.ts";
+import { describeDrain, failIfGaveUp } from "./drain.ts";
+import { scanVipItems } from "./vips.ts";
+import { untilSignal, VipWatcher } from "./watch.ts";
+
+/** The file the closing hint tells the user to put from another terminal. */
+export const DEMO_HINT_FILE = "test/fixtures/kuma/web.yaml";
+
+async function batchPut(
+  ctx: CliContext,
+  table: string,
+  items: readonly Record<string, unknown>[],
+): Promise<void> {
+  for (let i = 0; i < items.length; i += 25) {
+    let requests: Record<string, unknown>[] | undefined = items
+      .slice(i, i + 25)
+      .map((item) => ({ PutRequest: { Item: item } }));
+    for (let attempt = 0; requests !== undefined && requests.length > 0; attempt++) {
+      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+      const result = await ctx.doc.send(
+        new BatchWriteCommand({ RequestItems: { [table]: requests as never } }),
+      );
+      requests = result.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
+    }
+  }
+}
+
+/** The per-mesh summary: services sorted, their VIPs, the version; then shared services. */
+export function summaryLines(items: ReadonlyMap<string, VipItem>): string[] {
+  const lines: string[] = [];
+  const meshes = [...items.keys()].sort();
+  for (const mesh of meshes) {
+    const item = items.get(mesh) as VipItem;
+    const services = Object.keys(item.vips).sort();
+    const unallocated = Object.keys(item.unallocated ?? {}).sort();
+    lines.push(
+      `mesh ${mesh}: version ${item.version}, ${services.length} service${services.length === 1 ? "" : "s"} (${item.cidr})`,
+    );
+    const width = Math.max(0, ...services.map((s) => s.length));
+    for (const service of services) lines.push(`  ${service.padEnd(width)}  ${item.vips[service]}`);
+    for (const service of unallocated) {
+      lines.push(`  ${service.padEnd(width)}  (no VIP: ${item.unallocated?.[service]})`);
+    }
+  }
+  const holders = new Map<string, string[]>();
+  for (const mesh of meshes) {
+    for (const service of Object.keys(items.get(mesh)?.vips ?? {})) {
+      holders.set(service, [...(holders.get(service) ?? []), mesh]);
+    }
+  }
+  for (const [service, inMeshes] of [...holders.entries()].sort()) {
+    if (inMeshes.length < 2) continue;
+    const vip = items.get(inMeshes[0] as string)?.vips[service];
+    lines.push(`shared: ${service} has ${vip} in meshes ${inMeshes.join(", ")}`);
+  }
+  return lines;
+}
+
+function progressReporter(out: Output, total: number): (info: BatchInfo) => void {
+  let done = 0;
+  const interactive = process.stderr.isTTY === true;
+  return (info) => {
+    if (info.outcome === "ok" || info.outcome === "gave-up") done += info.records.length;
+    else if (info.outcome === "partial") {
+      const index = info.records.findIndex((r) => r.dynamodb?.SequenceNumber === info.resumeFrom);
+      done += Math.max(0, index);
+    }
+    const text = `draining streams: ${done}/${total} records (${info.table}: batch of ${info.records.length}, ${info.outcome})`;
+    if (interactive) process.stderr.write(`\r\x1b[2K${text}`);
+    else out.note(text);
+  };
+}
+
+/**
+ * `demo` (what `npm start` runs): moto_server (unless --endpoint), tables, a seeded demo, the
+ * backlog drained with progress, a per-mesh summary, then live changes until Ctrl-C (or exit
+ * right after the summary with --once).
+ */
+export async function demoCommand(options: {
+  endpoint: string | undefined;
+  env: Record<string, string | undefined>;
+  json: boolean;
+  once: boolean;
+  out: Output;
+}): Promise<ExitCode> {
+  const { out } = options;
+  let moto: MotoServer | undefined;
+  if (options.endpoint === undefined) {
+    out.note("starting moto_server (local DynamoDB + Streams) ...");
+    try {
+      moto = await startMoto();
+    } catch (error) {
+      if (error instanceof MotoUnavailableError) throw new CliError(error.message, 2);
+      throw error;
+    }
+  }
+  const endpoint = options.endpoint ?? (moto as MotoServer).endpoint;
+  prepareEnvironment(options.env, endpoint);
+  const config = loadConfig(options.env);
+  const ctx = new CliContext(endpoint, options.env, options.json, out);
+  let poller: StreamPoller | undefined;
+  try {
+    out.note(
+      `DynamoDB endpoint: ${endpoint}${moto !== undefined ? " (moto_server, stopped on exit)" : ""}`,
+    );
+    const tables = await createTables(ctx.ddb, ctx.tables);
+    out.note(`tables ready: ${tables.map((t) => t.name).join(", ")}`);
+
+    const data = demoData();
+    await batchPut(
+      ctx,
+      ctx.tables.meshes,
+      data.meshes.map((name) => ({ name })),
+    );
+    await batchPut(ctx, ctx.tables.dataplanes, data.dataplanes);
+    out.note(
+      `seeded ${data.meshes.length} meshes (${data.meshes.join(", ")}) and ${data.dataplanes.length} dataplanes:`,
+    );
+    for (const highlight of data.highlights) out.note(`  - ${highlight}`);
+
+    let onBatch: (info: BatchInfo) => void | Promise<void> = progressReporter(
+      out,
+      data.meshes.length + data.dataplanes.length,
+    );
+    poller = new StreamPoller({
+      endpoint,
+      tables: config.tables,
+      handler: createStreamHandler(config),
+      failureFile: ctx.failureFile,
+      // An emulator started here is new each time; a given endpoint keeps its checkpoints.
+      checkpointFile: moto === undefined ? ctx.checkpointFile : undefined,
+      onBatch: (info) => onBatch(info),
+    });
+    const report: DrainReport = await poller.drain();
+    if (process.stderr.isTTY === true) process.stderr.write("\n");
+    out.note(describeDrain(report));
+
+    const items = await scanVipItems(ctx);
+    if (options.json) {
+      out.line(JSON.stringify({ report, meshes: Object.fromEntries(items) }));
+    } else {
+      for (const line of summaryLines(items)) out.line(line);
+    }
+    failIfGaveUp(report);
+    if (options.once) return 0;
+
+    const watcher = new VipWatcher(ctx, config.quarantineSeconds);
+    await watcher.prime(items);
+    onBatch = (info) => watcher.onBatch(info);
+    poller.start();
+    const where = moto !== undefined ? endpoint : ctx.where();
+    out.note(
+      `watching for changes (Ctrl-C to stop); add a dataplane from another terminal: DYNAMODB_ENDPOINT=${where} npm run --silent vips -- dataplane put ${DEMO_HINT_FILE}`,
+    );
+    await untilSignal();
+    out.note("stopping ...");
+    await poller.stop();
+    return 0;
+  } finally {
+    poller?.destroy();
+    ctx.close();
+    await moto?.stop();
+  }
+}

@@ -1,0 +1,16 @@
+import { createTables } from "../../store/create-tables.ts";
+import type { CliContext } from "../context.ts";
+
+/** `tables create`: every table from the one definition module; idempotent. */
+export async function tablesCreateCommand(ctx: CliContext): Promise<0> {
+  const results = await createTables(ctx.ddb, ctx.tables);
+  if (ctx.json) {
+    ctx.out.line(JSON.stringify(results));
+    return 0;
+  }
+  for (const table of results) {
+    const stream = table.streamArn !== undefined ? " (stream on)" : "";
+    ctx.out.line(`table ${table.name}: ${table.created ? "created" : "exists"}${stream}`);
+  }
+  return 0;
+}

@@ -1,0 +1,141 @@
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { DynamoDBClient, ResourceNotFoundException } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import {
+  clientConfig,
+  EMULATOR_CREDENTIALS,
+  hasCredentialsInEnv,
+  resolveRegion,
+} from "../local/aws-clients.ts";
+import { MotoUnavailableError, waitUntilAnswering } from "../local/moto.ts";
+import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
+import { CliError, CommandFailedError, UsageError } from "./errors.ts";
+
+type Env = Record<string, string | undefined>;
+
+/** The project root (functions/cli/ -> ../..), where `.local/` lives. */
+export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** How long `--endpoint` gets to answer before the CLI gives up with exit code 2. */
+export const REACHABILITY_TIMEOUT_MS = 2_000;
+
+/** Checks that an endpoint is an http(s) URL; names where it came from when it is not. */
+export function parseEndpoint(value: string, source: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(
+      `${source} ${JSON.stringify(value)} is not a URL (e.g. http://127.0.0.1:5000)`,
+    );
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`${source} ${JSON.stringify(value)} must be an http:// or https:// URL`);
+  }
+  return value.replace(/\/+$/, "");
+}
+
+/**
+ * Prepares this process's environment for the SDK clients, the in-process handler and its
+ * Powertools telemetry: the endpoint as DYNAMODB_ENDPOINT (what loadConfig reads), a region,
+ * emulator credentials when an endpoint is used and none are set, warn-level logs on stderr and
+ * no EMF metric blobs on stdout. Settings the user exported win, except the endpoint.
+ */
+export function prepareEnvironment(env: Env, endpoint: string | undefined): void {
+  if (endpoint !== undefined) env.DYNAMODB_ENDPOINT = endpoint;
+  else delete env.DYNAMODB_ENDPOINT;
+  env.AWS_REGION = resolveRegion(env);
+  if (endpoint !== undefined && !hasCredentialsInEnv(env)) {
+    env.AWS_ACCESS_KEY_ID = EMULATOR_CREDENTIALS.accessKeyId;
+    env.AWS_SECRET_ACCESS_KEY = EMULATOR_CREDENTIALS.secretAccessKey;
+  }
+  env.POWERTOOLS_LOG_LEVEL ??= "WARN";
+  env.POWERTOOLS_METRICS_DISABLED ??= "true";
+  env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+}
+
+/** Exit code 2 with the URL when the endpoint does not answer HTTP. */
+export async function ensureReachable(endpoint: string, source: string): Promise<void> {
+  try {
+    await waitUntilAnswering(endpoint, REACHABILITY_TIMEOUT_MS);
+  } catch (error) {
+    if (!(error instanceof MotoUnavailableError)) throw error;
+    throw new CliError(
+      `cannot reach DynamoDB endpoint ${endpoint} (from ${source}): no answer within ${REACHABILITY_TIMEOUT_MS / 1000} s; is moto_server running there?`,
+      2,
+    );
+  }
+}
+
+export interface Output {
+  /** A line of the command's result, on stdout. */
+  line(text: string): void;
+  /** Progress and notes, on stderr (stdout stays parseable with --json). */
+  note(text: string): void;
+}
+
+export const consoleOutput: Output = {
+  line: (text) => process.stdout.write(`${text}\n`),
+  note: (text) => process.stderr.write(`${text}\n`),
+};
+
+/** Everything a command needs, built once the endpoint and environment are settled. */
+export class CliContext {
+  readonly tables: TableNames;
+  readonly ddb: DynamoDBClient;
+  readonly doc: DynamoDBDocumentClient;
+  readonly localDir: string;
+
+  constructor(
+    readonly endpoint: string | undefined,
+    readonly env: Env,
+    readonly json: boolean,
+    readonly out: Output = consoleOutput,
+  ) {
+    this.tables = resolveTableNames(env);
+    this.ddb = new DynamoDBClient({ ...clientConfig({ endpoint }, env), maxAttempts: 3 });
+    this.doc = DynamoDBDocumentClient.from(this.ddb, {
+      marshallOptions: { removeUndefinedValues: true },
+    });
+    this.localDir = env.VIPS_LOCAL_DIR?.trim() || join(PROJECT_ROOT, ".local");
+  }
+
+  /** The local failure destination (JSON lines). */
+  get failureFile(): string {
+    return join(this.localDir, "failures.jsonl");
+  }
+
+  /** Per endpoint, so two emulators (or real AWS) never share checkpoints. */
+  get checkpointFile(): string {
+    if (this.endpoint === undefined) {
+      return join(this.localDir, `checkpoints-aws-${resolveRegion(this.env)}.json`);
+    }
+    const url = new URL(this.endpoint);
+    const port = url.port || (url.protocol === "https:" ? "443" : "80");
+    return join(this.localDir, `checkpoints-${url.hostname}-${port}.json`);
+  }
+
+  /** Runs a table operation; a missing table becomes one line naming it. */
+  async onTable<T>(table: string, operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      if (error instanceof ResourceNotFoundException) {
+        throw new CommandFailedError(
+          `table ${table} does not exist at ${this.where()}; create it with: tables create`,
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** "http://127.0.0.1:5000" or "AWS us-east-1", for messages. */
+  where(): string {
+    return this.endpoint ?? `AWS ${resolveRegion(this.env)}`;
+  }
+
+  close(): void {
+    this.ddb.destroy();
+  }
+}

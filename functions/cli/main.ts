@@ -1,0 +1,267 @@
+/**
+ * The command-line interface: `npm run --silent vips -- COMMAND ...`. Exit codes: 0 ok,
+ * 1 the command failed, 2 bad usage (or bad setting) or an unreachable endpoint. Every error
+ * is one line on stderr naming what is wrong.
+ */
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { type AllocatorConfig, loadConfig } from "../allocator/config.ts";
+import { isAllocatorError } from "../domain/errors.ts";
+import { StreamPollerError } from "../local/poller.ts";
+import { demoCommand } from "./commands/demo.ts";
+import { drainCommand } from "./commands/drain.ts";
+import {
+  dataplaneDeleteCommand,
+  dataplanePutCommand,
+  meshDeleteCommand,
+  meshPutCommand,
+} from "./commands/items.ts";
+import { tablesCreateCommand } from "./commands/tables.ts";
+import { getCommand, listCommand } from "./commands/vips.ts";
+import { watchCommand } from "./commands/watch.ts";
+import {
+  CliContext,
+  consoleOutput,
+  ensureReachable,
+  type Output,
+  parseEndpoint,
+  prepareEnvironment,
+} from "./context.ts";
+import { CliError, type ExitCode, UsageError } from "./errors.ts";
+
+type Env = Record<string, string | undefined>;
+
+interface CommandSpec {
+  /** The words that name the command, e.g. ["mesh", "put"]. */
+  readonly words: readonly string[];
+  /** Names of its positional arguments, for the usage line. */
+  readonly args: readonly string[];
+  readonly summary: string;
+  readonly once?: boolean;
+  readonly run: (
+    ctx: CliContext,
+    args: readonly string[],
+    config: () => AllocatorConfig,
+  ) => Promise<ExitCode>;
+}
+
+const COMMANDS: readonly CommandSpec[] = [
+  {
+    words: ["tables", "create"],
+    args: [],
+    summary: "create every table (with streams) as the CDK stack defines them; idempotent",
+    run: (ctx) => tablesCreateCommand(ctx),
+  },
+  {
+    words: ["drain"],
+    args: [],
+    summary: "process every stream record written so far through the handler, then exit",
+    run: (ctx, _args, config) => drainCommand(ctx, config()),
+  },
+  {
+    words: ["get"],
+    args: ["MESH"],
+    summary: "print a mesh's VIP item as JSON",
+    run: (ctx, [mesh]) => getCommand(ctx, mesh as string),
+  },
+  {
+    words: ["list"],
+    args: [],
+    summary: "meshes with service count, version, unallocated count and pool use",
+    run: (ctx, _args, config) => listCommand(ctx, config().pool),
+  },
+  {
+    words: ["mesh", "put"],
+    args: ["NAME"],
+    summary: "create (or rewrite) a mesh",
+    run: (ctx, [name]) => meshPutCommand(ctx, name as string),
+  },
+  {
+    words: ["mesh", "delete"],
+    args: ["NAME"],
+    summary: "delete a mesh (its VIP item goes at the next drain)",
+    run: (ctx, [name]) => meshDeleteCommand(ctx, name as string),
+  },
+  {
+    words: ["dataplane", "put"],
+    args: ["FILE"],
+    summary: "store the Kuma Dataplane(s) of a YAML or JSON file (- = stdin)",
+    // npm runs scripts from the project root; INIT_CWD is where the user typed the command.
+    run: (ctx, [file]) =>
+      dataplanePutCommand(ctx, file as string, ctx.env.INIT_CWD ?? process.cwd()),
+  },
+  {
+    words: ["dataplane", "delete"],
+    args: ["MESH", "NAME"],
+    summary: "delete a dataplane",
+    run: (ctx, [mesh, name]) => dataplaneDeleteCommand(ctx, mesh as string, name as string),
+  },
+  {
+    words: ["watch"],
+    args: [],
+    summary: "poll the streams continuously and print each mesh's VIP changes (Ctrl-C stops)",
+    run: (ctx, _args, config) => watchCommand(ctx, config()),
+  },
+  {
+    words: ["demo"],
+    args: [],
+    once: true,
+    summary:
+      "start moto_server (unless --endpoint), seed a demo, drain it, print a summary, then watch",
+    run: () => Promise.reject(new Error("demo runs before a context exists")),
+  },
+];
+
+const usageOf = (spec: CommandSpec): string =>
+  ["vips", ...spec.words, ...spec.args, ...(spec.once ? ["[--once]"] : [])].join(" ");
+
+export const HELP = [
+  "usage: npm run --silent vips -- COMMAND [ARGS] [--endpoint URL] [--json]",
+  "",
+  "commands:",
+  ...COMMANDS.map((spec) => `  ${usageOf(spec).slice(5).padEnd(28)} ${spec.summary}`),
+  "",
+  "options:",
+  "  --endpoint URL   DynamoDB endpoint (moto_server); default $DYNAMODB_ENDPOINT, else real AWS",
+  "  --json           machine-readable output on stdout",
+  "  --once           demo: exit after the summary instead of watching",
+  "  -h, --help       this help",
+  "",
+  "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE, VIP_CIDR,",
+  "  VIP_QUARANTINE_SECONDS, AWS_REGION; local state (checkpoints, failures) in .local/",
+  "  (or $VIPS_LOCAL_DIR)",
+  "exit codes: 0 ok, 1 failed, 2 bad usage or unreachable endpoint",
+].join("\n");
+
+function findCommand(positionals: readonly string[]): { spec: CommandSpec; args: string[] } {
+  const names = [...new Set(COMMANDS.map((spec) => spec.words.join(" ")))].join(", ");
+  if (positionals.length === 0)
+    throw new UsageError(`no command given (commands: ${names}; see --help)`);
+  const spec = COMMANDS.find((candidate) =>
+    candidate.words.every((word, index) => positionals[index] === word),
+  );
+  if (spec === undefined) {
+    const group = COMMANDS.filter((candidate) => candidate.words[0] === positionals[0]);
+    if (group.length > 0) {
+      throw new UsageError(
+        `unknown ${positionals[0]} command ${JSON.stringify(positionals[1] ?? "")} (expected: ${group.map((g) => g.words.join(" ")).join(", ")})`,
+      );
+    }
+    throw new UsageError(
+      `unknown command ${JSON.stringify(positionals[0])} (commands: ${names}; see --help)`,
+    );
+  }
+  const args = positionals.slice(spec.words.length);
+  if (args.length !== spec.args.length) {
+    throw new UsageError(
+      `${spec.words.join(" ")} takes ${spec.args.length === 0 ? "no arguments" : spec.args.join(" ")}, got ${args.length === 0 ? "none" : JSON.stringify(args.join(" "))} (usage: ${usageOf(spec)})`,
+    );
+  }
+  if (args.some((arg) => arg.trim() === "")) {
+    throw new UsageError(`${spec.words.join(" ")}: ${spec.args.join(" ")} must not be empty`);
+  }
+  return { spec, args };
+}
+
+/** Runs one CLI invocation; never calls process.exit (the caller does). */
+export async function main(
+  argv: readonly string[],
+  env: Env = process.env,
+  out: Output = consoleOutput,
+): Promise<ExitCode> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    // parseArgs explains at length; the first sentence names the problem.
+    const first = (error as Error).message.split(/\.\s|\n/)[0] ?? "bad arguments";
+    throw new UsageError(`${first} (see --help)`);
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true || positionals[0] === "help") {
+    out.line(HELP);
+    return 0;
+  }
+  const { spec, args } = findCommand(positionals);
+  if (values.once === true && spec.once !== true) {
+    throw new UsageError(`--once applies to demo only, not ${spec.words.join(" ")}`);
+  }
+  const json = values.json === true;
+  const fromFlag = values.endpoint !== undefined;
+  const endpointSource = fromFlag ? "--endpoint" : "DYNAMODB_ENDPOINT";
+
+  if (spec.words[0] === "demo") {
+    // The demo brings its own moto_server unless told where to go with --endpoint.
+    const endpoint = fromFlag ? parseEndpoint(values.endpoint as string, "--endpoint") : undefined;
+    if (endpoint !== undefined) await ensureReachable(endpoint, "--endpoint");
+    return await demoCommand({ endpoint, env, json, once: values.once === true, out });
+  }
+
+  const raw = fromFlag ? values.endpoint : env.DYNAMODB_ENDPOINT?.trim() || undefined;
+  const endpoint = raw === undefined ? undefined : parseEndpoint(raw, endpointSource);
+  prepareEnvironment(env, endpoint);
+  let config: AllocatorConfig | undefined;
+  const loadSettings = (): AllocatorConfig => {
+    config ??= loadConfig(env);
+    return config;
+  };
+  // Settings first: a bad VIP_CIDR is reported before anything touches the tables.
+  if (spec.words[0] === "drain" || spec.words[0] === "watch" || spec.words[0] === "list") {
+    loadSettings();
+  }
+  if (endpoint !== undefined) await ensureReachable(endpoint, endpointSource);
+  const ctx = new CliContext(endpoint, env, json, out);
+  try {
+    return await spec.run(ctx, args, loadSettings);
+  } finally {
+    ctx.close();
+  }
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    strict: true,
+    options: {
+      endpoint: { type: "string" },
+      json: { type: "boolean" },
+      once: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}
+
+/** One line for any error; the exit code it maps to. */
+export function explain(error: unknown): { message: string; exitCode: 1 | 2 } {
+  if (error instanceof CliError) return { message: error.message, exitCode: error.exitCode };
+  if (
+    isAllocatorError(error) &&
+    (error.code === "INVALID_CONFIG" || error.code === "INVALID_CIDR")
+  ) {
+    return { message: error.message, exitCode: 2 };
+  }
+  if (error instanceof StreamPollerError) return { message: error.message, exitCode: 1 };
+  const name = error instanceof Error ? error.name : "Error";
+  const message = error instanceof Error ? error.message : String(error);
+  const firstLine = message.split("\n")[0] ?? message;
+  if (name === "CredentialsProviderError") {
+    return {
+      message: `no AWS credentials found (${firstLine}); pass --endpoint for a local emulator`,
+      exitCode: 1,
+    };
+  }
+  return { message: `${name}: ${firstLine}`, exitCode: 1 };
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      const { message, exitCode } = explain(error);
+      process.stderr.write(`error: ${message}\n`);
+      process.exit(exitCode);
+    },
+  );
+}
