@@ -50,6 +50,6 @@ export class PowertoolsTelemetry implements Telemetry {
 
   /** Emits the metrics gathered during one invocation. */
   flush(): void {
-    this.metrics.publishStoredMetrics();
+    if (this.metrics.hasStoredMetrics()) this.metrics.publishStoredMetrics();
   }
 }
