@@ -7,30 +7,10 @@ import {
 } from "@aws-sdk/lib-dynamodb";
 import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
-import { itemSizeBytes } from "./attribute-values.ts";
 import type { VipItemStore } from "./ports.ts";
+import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
-/** Decodes a stored VIP item; tolerant of missing optional attributes. */
-export function decodeVipItem(raw: Record<string, unknown>): VipItem {
-  const record = (value: unknown): Record<string, string> => {
-    if (typeof value !== "object" || value === null) return {};
-    const out: Record<string, string> = {};
-    for (const [key, inner] of Object.entries(value)) {
-      if (typeof inner === "string") out[key] = inner;
-    }
-    return out;
-  };
-  const unallocated = record(raw.unallocated);
-  return {
-    mesh: String(raw.mesh),
-    version: Number(raw.version),
-    vips: record(raw.vips),
-    cidr: String(raw.cidr ?? ""),
-    updatedAt: String(raw.updatedAt ?? ""),
-    ...(Object.keys(unallocated).length > 0 ? { unallocated } : {}),
-    incarnation: typeof raw.incarnation === "string" ? raw.incarnation : "",
-  };
-}
+export { decodeVipItem } from "./vip-item-codec.ts";
 
 /**
  * The public `vips` table. Every write is conditional on the version read before the new
@@ -51,7 +31,7 @@ export class DynamoVipItemStore implements VipItemStore {
   }
 
   async put(item: VipItem, expectedVersion: number | undefined): Promise<number> {
-    const stored: Record<string, unknown> = { ...item };
+    const { stored, bytes } = encodeVipItem(item);
     try {
       await this.doc.send(
         new PutCommand({
@@ -75,7 +55,7 @@ export class DynamoVipItemStore implements VipItemStore {
       }
       throw error;
     }
-    return itemSizeBytes(stored);
+    return bytes;
   }
 
   async delete(mesh: string, expectedVersion: number): Promise<void> {

@@ -1,0 +1,77 @@
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VersionConflictError } from "../../functions/domain/errors.ts";
+import type { VipItem } from "../../functions/domain/types.ts";
+import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import { createTables } from "../../functions/store/create-tables.ts";
+import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
+
+let moto: MotoServer;
+let client: DynamoDBClient;
+let doc: DynamoDBDocumentClient;
+let store: DynamoVipItemStore;
+const TABLES = {
+  meshes: "s-meshes",
+  dataplanes: "s-dataplanes",
+  vips: "s-vips",
+  claims: "s-claims",
+};
+
+beforeAll(async () => {
+  moto = await startMoto();
+  client = new DynamoDBClient({
+    endpoint: moto.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  });
+  doc = DynamoDBDocumentClient.from(client);
+  await createTables(client, TABLES);
+  store = new DynamoVipItemStore(doc, TABLES.vips);
+});
+
+afterAll(async () => {
+  client?.destroy();
+  await moto?.stop();
+});
+
+function item(mesh: string, version: number, services = 2): VipItem {
+  const vips: Record<string, string> = {};
+  for (let i = 0; i < services; i++) {
+    vips[`svc-${i}_ns-${i % 40}_svc_${8000 + (i % 100)}`] =
+      `240.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+  }
+  return {
+    mesh,
+    version,
+    vips,
+    cidr: "240.0.0.0/4",
+    updatedAt: new Date(0).toISOString(),
+    incarnation: "i",
+  };
+}
+
+describe("DynamoVipItemStore on moto_server", () => {
+  it("creates only when absent and updates only from the version read", async () => {
+    await store.put(item("m", 1), undefined);
+
+    await expect(store.put(item("m", 1), undefined)).rejects.toBeInstanceOf(VersionConflictError);
+    await expect(store.put(item("m", 3), 2)).rejects.toBeInstanceOf(VersionConflictError);
+    await store.put(item("m", 2, 3), 1);
+    expect((await store.get("m"))?.version).toBe(2);
+    await expect(store.delete("m", 1)).rejects.toBeInstanceOf(VersionConflictError);
+    await store.delete("m", 2);
+    expect(await store.get("m")).toBeUndefined();
+  });
+
+  it("stores a mesh of 20,000 services in one item and reads it back", async () => {
+    const big = item("big", 1, 20_000);
+
+    const bytes = await store.put(big, undefined);
+
+    expect(bytes).toBeLessThan(400 * 1024);
+    expect(await store.get("big")).toEqual(big);
+    const raw = await doc.send(new GetCommand({ TableName: TABLES.vips, Key: { mesh: "big" } }));
+    expect(raw.Item?.format).toBe(2);
+  });
+});
