@@ -902,24 +902,23 @@ export class StreamPoller {
     });
   }
 
-  private loadCheckpoints(): Record<string, Record<string, string>> {
-    if (this.checkpoints !== undefined) return this.checkpoints;
-    this.checkpoints = {};
-    if (this.checkpointFile !== undefined) {
-      try {
-        const parsed: unknown = JSON.parse(readFileSync(this.checkpointFile, "utf8"));
-        if (parsed !== null && typeof parsed === "object") {
-          this.checkpoints = parsed as Record<string, Record<string, string>>;
-        }
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT") {
-          this.onError(
-            new Error(`ignoring unreadable checkpoint file ${this.checkpointFile}`),
-            "meshes",
-          );
-        }
+  /** The checkpoint file's content; {} when it is missing or unreadable. */
+  private readCheckpointFile(): Record<string, Record<string, string>> {
+    if (this.checkpointFile === undefined) return {};
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(this.checkpointFile, "utf8"));
+      if (parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)) {
+        return parsed as Record<string, Record<string, string>>;
       }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return {};
     }
+    this.onError(new Error(`ignoring unreadable checkpoint file ${this.checkpointFile}`), "meshes");
+    return {};
+  }
+
+  private loadCheckpoints(): Record<string, Record<string, string>> {
+    this.checkpoints ??= this.readCheckpointFile();
     return this.checkpoints;
   }
 
@@ -927,6 +926,13 @@ export class StreamPoller {
     return this.loadCheckpoints()[shard.streamArn]?.[shard.shardId];
   }
 
+  /**
+   * Records progress in memory and, with a checkpoint file, on disk. Other processes may share
+   * the file (a `watch` and a `drain` on one endpoint), so each write re-reads it, keeps their
+   * entries, takes the higher sequence number where both read the same shard, and replaces the
+   * file atomically (rename). Only two writes landing within the same instant can still lose
+   * one; the cost of that is reprocessing, which the allocator tolerates.
+   */
   private setCheckpoint(shard: ShardState, sequenceNumber: string): void {
     const checkpoints = this.loadCheckpoints();
     checkpoints[shard.streamArn] = {
@@ -934,16 +940,31 @@ export class StreamPoller {
       [shard.shardId]: sequenceNumber,
     };
     if (this.checkpointFile === undefined) return;
+    const merged = this.readCheckpointFile();
+    for (const [streamArn, shards] of Object.entries(checkpoints)) {
+      const target = { ...merged[streamArn] };
+      for (const [shardId, ours] of Object.entries(shards)) {
+        const theirs = target[shardId];
+        target[shardId] =
+          theirs !== undefined && /^\d+$/.test(theirs) && BigInt(theirs) > BigInt(ours)
+            ? theirs
+            : ours;
+      }
+      merged[streamArn] = target;
+    }
     // Forget older streams of our tables (a recreated table has a new stream).
     const current = new Map(this.state.map((s) => [s.tableName, s.streamArn]));
-    for (const streamArn of Object.keys(checkpoints)) {
+    for (const streamArn of Object.keys(merged)) {
       const tableName = tableNameOfStreamArn(streamArn);
       const live = tableName !== undefined ? current.get(tableName) : undefined;
-      if (live !== undefined && live !== streamArn) delete checkpoints[streamArn];
+      if (live !== undefined && live !== streamArn) {
+        delete merged[streamArn];
+        delete checkpoints[streamArn];
+      }
     }
     mkdirSync(dirname(this.checkpointFile), { recursive: true });
-    const temporary = `${this.checkpointFile}.${process.pid}.tmp`;
-    writeFileSync(temporary, `${JSON.stringify(checkpoints, null, 2)}\n`);
+    const temporary = `${this.checkpointFile}.${process.pid}.${randomUUID()}.tmp`;
+    writeFileSync(temporary, `${JSON.stringify(merged, null, 2)}\n`);
     renameSync(temporary, this.checkpointFile);
   }
 }

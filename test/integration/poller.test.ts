@@ -427,6 +427,25 @@ describe("StreamPoller against moto_server", () => {
     expect(Object.keys(saved)).toHaveLength(1);
   });
 
+  it("shares a checkpoint file with other pollers without losing their checkpoints", async () => {
+    const first = await freshTables();
+    const second = await freshTables();
+    const checkpointFile = join(workDir, `shared-checkpoints-${tableCounter}.json`);
+    await putMesh(first, "one");
+    await putMesh(second, "two");
+    // Both load the (empty) file before either writes, like two CLI processes started together.
+    const a = poller(first, ok, { checkpointFile });
+    const b = poller(second, ok, { checkpointFile });
+
+    await Promise.all([a.drain(), b.drain()]);
+    const again = await Promise.all([
+      poller(first, ok, { checkpointFile }).drain(),
+      poller(second, ok, { checkpointFile }).drain(),
+    ]);
+
+    expect(again.map((report) => report.records)).toEqual([0, 0]);
+  });
+
   it("delivers new records while polling continuously, and stops cleanly", async () => {
     const tables = await freshTables();
     const delivered: string[] = [];

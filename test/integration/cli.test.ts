@@ -1,0 +1,366 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freeLoopbackPort, type MotoServer, startMoto } from "../../functions/local/moto.ts";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const CLI = "functions/cli/main.ts";
+
+let moto: MotoServer;
+let localDir: string;
+let prefixCounter = 0;
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The environment of a user's shell: no endpoint, no table overrides, local state in a temp dir. */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value === undefined) continue;
+    if (/^(DYNAMODB_ENDPOINT|INIT_CWD|VIP_|(MESHES|DATAPLANES|VIPS|CLAIMS)_TABLE$)/.test(key)) {
+      continue;
+    }
+    env[key] = value;
+  }
+  return { ...env, VIPS_LOCAL_DIR: localDir };
+}
+
+function spawnCli(args: readonly string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv(), ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+}
+
+/** Runs the CLI as a separate process, as a user would, and collects its output. */
+function vips(
+  args: readonly string[],
+  options: { env?: Record<string, string>; input?: string } = {},
+): Promise<Run> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawnCli(args, options.env ?? {});
+    let stdout = "";
+    let stderr = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolveRun({ code, stdout, stderr }));
+    child.stdin?.end(options.input ?? "");
+  });
+}
+
+/** Table names of their own, so tests sharing the emulator never see each other's streams. */
+function freshTableEnv(): Record<string, string> {
+  prefixCounter++;
+  const prefix = `cli${prefixCounter}`;
+  return {
+    MESHES_TABLE: `${prefix}-meshes`,
+    DATAPLANES_TABLE: `${prefix}-dataplanes`,
+    VIPS_TABLE: `${prefix}-vips`,
+    CLAIMS_TABLE: `${prefix}-claims`,
+  };
+}
+
+beforeAll(async () => {
+  moto = await startMoto();
+  localDir = mkdtempSync(join(tmpdir(), "vips-cli-test-"));
+});
+
+afterAll(async () => {
+  await moto?.stop();
+  if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
+});
+
+describe("the vips CLI, run as a separate process against moto_server", () => {
+  it("creates tables, stores a mesh and a Kuma dataplane, drains, and prints the VIPs", async () => {
+    const env = freshTableEnv();
+    const at = ["--endpoint", moto.endpoint];
+
+    const created = await vips(["tables", "create", ...at], { env });
+    const again = await vips(["tables", "create", ...at], { env });
+    const mesh = await vips(["mesh", "put", "shop", ...at], { env });
+    const dataplane = await vips(["dataplane", "put", "test/fixtures/kuma/shop.yaml", ...at], {
+      env,
+    });
+    const drained = await vips(["drain", ...at], { env });
+    const got = await vips(["get", "shop", ...at], { env });
+    const drainedAgain = await vips(["drain", ...at], { env });
+
+    expect(created.code).toBe(0);
+    expect(created.stdout).toContain(`table ${env.MESHES_TABLE}: created`);
+    expect(created.stdout).toContain(`table ${env.VIPS_TABLE}: created`);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain(`table ${env.MESHES_TABLE}: exists`);
+    expect(again.stdout).not.toContain("created");
+    expect(mesh).toMatchObject({ code: 0, stdout: "mesh shop created\n" });
+    expect(dataplane).toMatchObject({ code: 0, stdout: "dataplane shop/shop-1 created\n" });
+    expect(drained.code).toBe(0);
+    expect(drained.stdout).toBe("processed 2 records in 2 batches, 1 mesh\n");
+    expect(got.code).toBe(0);
+    const item = JSON.parse(got.stdout) as Record<string, unknown>;
+    // Fresh state, one writer: services in sorted order from the start of the range.
+    expect(item).toMatchObject({
+      mesh: "shop",
+      version: 1,
+      vips: { cart: "240.0.0.0", checkout: "240.0.0.1" },
+      cidr: "240.0.0.0/4",
+    });
+    expect(drainedAgain.stdout).toBe("processed 0 records in 0 batches, 0 meshes\n");
+  });
+
+  it("reads the endpoint from DYNAMODB_ENDPOINT, takes JSON on stdin and multi-document YAML, and lists meshes", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+    await vips(["mesh", "put", "shop"], { env });
+    await vips(["mesh", "put", "default"], { env });
+    const fromStdin = await vips(["dataplane", "put", "-", "--json"], {
+      env,
+      input: JSON.stringify({
+        type: "Dataplane",
+        mesh: "default",
+        name: "api-1",
+        networking: {
+          address: "10.0.0.5",
+          inbound: [{ port: 7000, tags: { "kuma.io/service": "api" } }],
+        },
+      }),
+    });
+    const multi = await vips(["dataplane", "put", "test/fixtures/kuma/two-replicas.yaml"], { env });
+    const ingress = await vips(["dataplane", "put", "test/fixtures/kuma/ingress.yaml"], { env });
+    const gateway = await vips(["dataplane", "put", "test/fixtures/kuma/gateway.yaml"], { env });
+    const drained = await vips(["drain"], { env });
+    const listed = await vips(["list", "--json"], { env });
+    const human = await vips(["list"], { env });
+
+    expect(fromStdin).toMatchObject({ code: 0 });
+    expect(JSON.parse(fromStdin.stdout)).toEqual({
+      mesh: "default",
+      name: "api-1",
+      action: "created",
+    });
+    expect(multi.stdout).toBe(
+      "dataplane shop/checkout-2 created\ndataplane shop/checkout-3 created\n",
+    );
+    expect(ingress.code).toBe(0);
+    expect(gateway.code).toBe(0);
+    expect(drained.code).toBe(0);
+    const listing = JSON.parse(listed.stdout) as {
+      meshes: { mesh: string; services: number; version: number; unallocated: number }[];
+      pool: { vipsInUse: number };
+    };
+    // default: api + search (advertised by the ingress stored in shop); shop: checkout + payments.
+    expect(listing.meshes.map((m) => [m.mesh, m.services, m.unallocated])).toEqual([
+      ["default", 2, 0],
+      ["shop", 2, 0],
+    ]);
+    expect(listing.pool.vipsInUse).toBe(4);
+    expect(human.stdout).toMatch(/^MESH\s+SERVICES\s+VERSION\s+UNALLOCATED\s+POOL USE$/m);
+    expect(human.stdout).toMatch(/^pool 240\.0\.0\.0\/4: 4 distinct VIPs in use of 268435456/m);
+  });
+
+  it("removes a deleted dataplane's services at the next drain", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+    await vips(["mesh", "put", "default"], { env });
+    await vips(["dataplane", "put", "test/fixtures/kuma/web.yaml"], { env });
+    await vips(["drain"], { env });
+    const before = JSON.parse((await vips(["get", "default"], { env })).stdout) as {
+      vips: Record<string, string>;
+      version: number;
+    };
+
+    const deleted = await vips(["dataplane", "delete", "default", "web-1"], { env });
+    const deletedAgain = await vips(["dataplane", "delete", "default", "web-1"], { env });
+    await vips(["drain"], { env });
+    const after = JSON.parse((await vips(["get", "default"], { env })).stdout) as {
+      vips: Record<string, string>;
+      version: number;
+    };
+
+    expect(before.vips).toEqual({ web: "240.0.0.0" });
+    expect(deleted.stdout).toBe("dataplane default/web-1 deleted\n");
+    expect(deletedAgain).toMatchObject({
+      code: 0,
+      stdout: "dataplane default/web-1 did not exist; nothing deleted\n",
+    });
+    expect(after.vips).toEqual({});
+    expect(after.version).toBe(before.version + 1);
+  });
+
+  it("exits 2 with one line naming the problem on bad usage", async () => {
+    const at = ["--endpoint", moto.endpoint];
+    const [unknown, missing, extra, option, once, url, cidr] = await Promise.all([
+      vips(["frobnicate", ...at]),
+      vips(["get", ...at]),
+      vips(["mesh", "put", "a", "b", ...at]),
+      vips(["list", "--verbose", ...at]),
+      vips(["drain", "--once", ...at]),
+      vips(["list", "--endpoint", "ftp://127.0.0.1:1"]),
+      vips(["drain", ...at], { env: { VIP_CIDR: "240.0.0.0/99" } }),
+    ]);
+
+    const oneLine = (run: Run) => run.stderr.trimEnd().split("\n");
+    expect(unknown.code).toBe(2);
+    expect(oneLine(unknown)).toEqual([
+      expect.stringMatching(/^error: unknown command "frobnicate"/),
+    ]);
+    expect(missing.code).toBe(2);
+    expect(oneLine(missing)).toEqual([expect.stringMatching(/get takes MESH, got none/)]);
+    expect(extra.code).toBe(2);
+    expect(oneLine(extra)).toEqual([expect.stringMatching(/mesh put takes NAME, got "a b"/)]);
+    expect(option.code).toBe(2);
+    expect(oneLine(option)).toEqual([expect.stringMatching(/--verbose/)]);
+    expect(once.code).toBe(2);
+    expect(oneLine(once)).toEqual([expect.stringMatching(/--once applies to demo only/)]);
+    expect(url.code).toBe(2);
+    expect(oneLine(url)).toEqual([expect.stringMatching(/ftp:\/\/127\.0\.0\.1:1.*http/)]);
+    expect(cidr.code).toBe(2);
+    expect(oneLine(cidr)).toEqual([expect.stringMatching(/240\.0\.0\.0\/99/)]);
+    for (const run of [unknown, missing, extra, option, once, url, cidr]) {
+      expect(run.stdout).toBe("");
+    }
+  });
+
+  it("exits 2 naming the URL when the endpoint does not answer", async () => {
+    const port = await freeLoopbackPort();
+    const url = `http://127.0.0.1:${port}`;
+
+    const [flag, fromEnv] = await Promise.all([
+      vips(["get", "default", "--endpoint", url]),
+      vips(["tables", "create"], { env: { DYNAMODB_ENDPOINT: url } }),
+    ]);
+
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toBe(
+      `error: cannot reach DynamoDB endpoint ${url} (from --endpoint): no answer within 2 s; is moto_server running there?\n`,
+    );
+    expect(fromEnv.code).toBe(2);
+    expect(fromEnv.stderr).toContain(`${url} (from DYNAMODB_ENDPOINT)`);
+  });
+
+  it("exits 1 naming the field or file when a Dataplane file is wrong, and when a mesh has no VIP item", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+
+    const [wrongType, noMesh, noFile, noItem] = await Promise.all([
+      vips(["dataplane", "put", "test/fixtures/kuma/not-a-dataplane.yaml"], { env }),
+      vips(["dataplane", "put", "test/fixtures/kuma/missing-mesh.yaml"], { env }),
+      vips(["dataplane", "put", "test/fixtures/kuma/nothing-here.yaml"], { env }),
+      vips(["get", "nowhere"], { env }),
+    ]);
+
+    expect(wrongType).toMatchObject({
+      code: 1,
+      stderr:
+        'error: test/fixtures/kuma/not-a-dataplane.yaml: type must be "Dataplane", got "Mesh"\n',
+    });
+    expect(noMesh).toMatchObject({
+      code: 1,
+      stderr:
+        "error: test/fixtures/kuma/missing-mesh.yaml: mesh is required (a non-empty string)\n",
+    });
+    expect(noFile).toMatchObject({
+      code: 1,
+      stderr: "error: cannot read test/fixtures/kuma/nothing-here.yaml: no such file\n",
+    });
+    expect(noItem.code).toBe(1);
+    expect(noItem.stderr).toMatch(/^error: mesh nowhere has no VIP item in table cli\d+-vips/);
+  });
+
+  it("exits 1 naming the failure file when records give up", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+    await vips(["mesh", "put", "doomed"], { env });
+
+    // The handler cannot write VIP items to a table that does not exist: every retry fails.
+    const drained = await vips(["drain"], { env: { ...env, VIPS_TABLE: "no-such-vips-table" } });
+
+    expect(drained.code).toBe(1);
+    expect(drained.stdout).toMatch(/^processed 1 record in 1 batch \(\d+ invocations\), 1 mesh\n$/);
+    const failureFile = join(localDir, "failures.jsonl");
+    expect(drained.stderr).toContain(
+      `error: 1 record(s) gave up and went to the failure destination ${failureFile}`,
+    );
+    expect(existsSync(failureFile)).toBe(true);
+    const lines = readFileSync(failureFile, "utf8").trim().split("\n");
+    const last = JSON.parse(lines.at(-1) ?? "{}") as {
+      requestContext: { condition: string };
+      records: { keys: unknown }[];
+    };
+    expect(last.requestContext.condition).toBe("RetryAttemptsExhausted");
+    expect(last.records[0]?.keys).toEqual({ name: { S: "doomed" } });
+  });
+
+  it("watches the streams, prints each mesh change, and exits 0 on SIGINT", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+    await vips(["mesh", "put", "default"], { env });
+    await vips(["drain"], { env });
+    const watch = spawnCli(["watch"], env);
+    let stdout = "";
+    let stderr = "";
+    watch.stdout?.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    watch.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolveExit) => watch.on("close", resolveExit));
+    const waitFor = async (pattern: RegExp): Promise<void> => {
+      const deadline = Date.now() + 30_000;
+      while (!pattern.test(stdout + stderr) && Date.now() < deadline) {
+        await new Promise((resolveWait) => setTimeout(resolveWait, 100));
+      }
+    };
+
+    try {
+      await waitFor(/watching the/);
+      await vips(["dataplane", "put", "test/fixtures/kuma/web.yaml"], { env });
+      await waitFor(/\+ web 240\.0\.0\.\d+/);
+      await vips(["dataplane", "delete", "default", "web-1"], { env });
+      await waitFor(/- web 240\.0\.0\.\d+ \(quarantined\)/);
+    } finally {
+      watch.kill("SIGINT");
+    }
+    const code = await exited;
+
+    expect(stdout).toMatch(/^mesh default: version 2 \(was 1\)\n {2}\+ web 240\.0\.0\.0$/m);
+    expect(stdout).toMatch(
+      /^mesh default: version 3 \(was 2\)\n {2}- web 240\.0\.0\.0 \(quarantined\)$/m,
+    );
+    expect(stderr).toContain("stopping");
+    expect(code).toBe(0);
+  });
+
+  it("runs the demo on its own moto_server and prints a per-mesh summary with --once", async () => {
+    const demo = await vips(["demo", "--once"]);
+
+    expect(demo.code).toBe(0);
+    expect(demo.stderr).toMatch(/seeded 3 meshes \(default, payments, edge\) and 50 dataplanes/);
+    expect(demo.stderr).toMatch(/draining streams: 53\/53 records/);
+    expect(demo.stderr).toMatch(/processed 53 records/);
+    expect(demo.stdout).toMatch(/^mesh default: version \d+, 6 services \(240\.0\.0\.0\/4\)$/m);
+    expect(demo.stdout).toMatch(/^mesh payments: version \d+, 4 services/m);
+    expect(demo.stdout).toMatch(/^mesh edge: version \d+, 2 services/m);
+    expect(demo.stdout).toMatch(/^ {2}search +240\.0\.0\.\d+$/m);
+    expect(demo.stdout).toMatch(/^ {2}risk-score +240\.0\.0\.\d+$/m);
+    expect(demo.stdout).toMatch(/^shared: auth has 240\.0\.0\.\d+ in meshes default, payments$/m);
+    expect(demo.stdout).not.toMatch(/edge-gateway|legacy|batch-job/);
+    // The emulator the demo started is gone with it.
+    const endpoint = /DynamoDB endpoint: (http:\/\/\S+)/.exec(demo.stderr)?.[1];
+    expect(endpoint).toBeDefined();
+    await expect(fetch(endpoint as string)).rejects.toThrow();
+  });
+});
