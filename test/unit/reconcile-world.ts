@@ -1,0 +1,106 @@
+/**
+ * A whole allocator on the in-memory ports: tables, VIP items, claims, a fake clock and a
+ * recording telemetry, with `reconcile(mesh)` running the real application step.
+ */
+import { type ReconcileDeps, reconcileMesh } from "../../functions/allocator/reconcile-mesh.ts";
+import { VipPool } from "../../functions/domain/pool.ts";
+import { deriveServiceSet } from "../../functions/domain/service-set.ts";
+import {
+  InMemoryClaimStore,
+  InMemoryMeshSource,
+  InMemoryTelemetry,
+  InMemoryVipItemStore,
+  type Pause,
+  seededRandom,
+  sequentialIds,
+  yieldOnce,
+} from "../fixtures/in-memory-ports.ts";
+
+export const START_MS = Date.parse("2026-01-01T00:00:00.000Z");
+
+export interface WorldOptions {
+  readonly cidr?: string;
+  readonly quarantineSeconds?: number;
+  readonly maxAttempts?: number;
+  readonly pause?: Pause;
+  readonly seed?: number;
+}
+
+export class World {
+  readonly source: InMemoryMeshSource;
+  readonly vipItems: InMemoryVipItemStore;
+  readonly claims: InMemoryClaimStore;
+  readonly telemetry = new InMemoryTelemetry();
+  readonly sleeps: number[] = [];
+  pool: VipPool;
+  quarantineSeconds: number;
+  nowMs = START_MS;
+  private readonly random: () => number;
+  private readonly newId = sequentialIds("inc");
+  private readonly maxAttempts: number;
+
+  constructor(options: WorldOptions = {}) {
+    const pause = options.pause ?? yieldOnce;
+    this.source = new InMemoryMeshSource(pause);
+    this.vipItems = new InMemoryVipItemStore(pause);
+    this.claims = new InMemoryClaimStore(sequentialIds("claim"), pause);
+    this.pool = VipPool.parse(options.cidr ?? "240.0.0.0/27");
+    this.quarantineSeconds = options.quarantineSeconds ?? 3600;
+    this.maxAttempts = options.maxAttempts ?? 8;
+    this.random = seededRandom(options.seed ?? 1);
+  }
+
+  deps(overrides: Partial<ReconcileDeps> = {}): ReconcileDeps {
+    return {
+      source: this.source,
+      vipItems: this.vipItems,
+      claims: this.claims,
+      pool: this.pool,
+      quarantineSeconds: this.quarantineSeconds,
+      maxAttempts: this.maxAttempts,
+      telemetry: this.telemetry,
+      now: () => this.nowMs,
+      newId: this.newId,
+      sleep: async (ms) => {
+        this.sleeps.push(ms);
+        await Promise.resolve();
+      },
+      random: this.random,
+      ...overrides,
+    };
+  }
+
+  reconcile(mesh: string, overrides: Partial<ReconcileDeps> = {}) {
+    return reconcileMesh(mesh, this.deps(overrides));
+  }
+
+  async reconcileAll(meshes: readonly string[]) {
+    const outcomes = [];
+    for (const mesh of meshes) outcomes.push(await this.reconcile(mesh));
+    return outcomes;
+  }
+
+  advance(seconds: number): void {
+    this.nowMs += seconds * 1000;
+  }
+
+  /** The service set of `mesh` per the tables as they are now (the contract's definition). */
+  serviceSet(mesh: string): string[] {
+    if (!this.source.hasMesh(mesh)) return [];
+    const records = this.source.records();
+    const own = records.filter((record) => record.mesh === mesh);
+    const ingresses = records.filter((record) => {
+      const networking = (record.item as { networking?: unknown }).networking;
+      return (
+        typeof networking === "object" &&
+        networking !== null &&
+        (networking as { ingress?: unknown }).ingress !== undefined
+      );
+    });
+    return deriveServiceSet(mesh, own, ingresses).services;
+  }
+
+  vips(mesh: string): Readonly<Record<string, string>> | undefined {
+    return this.vipItems.peek(mesh)?.vips;
+  }
+}
