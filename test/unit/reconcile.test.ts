@@ -5,6 +5,7 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import type { VipItemStore } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
+import { Gate } from "../fixtures/in-memory-ports.ts";
 import { START_MS, World } from "./reconcile-world.ts";
 
 function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
@@ -97,7 +98,8 @@ describe("reconcileMesh over time", () => {
     meshWith(world, "m", ["a", "b"]);
     await world.reconcile("m");
     const before = world.vipItems.peek("m");
-    const writes = world.vipItems.requests.filter((r) => r === "PutItem").length;
+    const claimWrites = world.claims.requests.length;
+    const itemWrites = world.vipItems.requests.filter((r) => r === "vips.put").length;
 
     // Act
     const outcome = await world.reconcile("m");
@@ -105,7 +107,9 @@ describe("reconcileMesh over time", () => {
     // Assert
     expect(outcome.action).toBe("unchanged");
     expect(world.vipItems.peek("m")).toEqual(before);
-    expect(world.vipItems.requests.filter((r) => r === "PutItem").length).toBe(writes);
+    expect(world.vipItems.requests.filter((r) => r === "vips.put").length).toBe(itemWrites);
+    const since = world.claims.requests.slice(claimWrites);
+    expect(since.filter((r) => !r.startsWith("claims.get"))).toEqual([]);
   });
 
   it("keeps a service's VIP when another service leaves and a new one arrives", async () => {
@@ -531,5 +535,127 @@ describe("reconcileMesh under contention", () => {
     expect(owners.size).toBe(9);
     expect(world.vips("m1")?.shared).toBe(world.vips("m2")?.shared);
     expect(world.vips("m2")?.shared).toBe(world.vips("m3")?.shared);
+  });
+});
+
+describe("reconcileMesh in exact interleavings", () => {
+  it("does not release a service that a newer writer re-added before the old writer's leave", async () => {
+    // Arrange: v1 lists a and s; s leaves, and the first writer is held just before its leave
+    const gate = new Gate();
+    const world = new World({ pause: gate.pause });
+    meshWith(world, "m", ["a", "s"]);
+    await world.reconcile("m");
+    world.source.putDataplane(dataplane("m", "dp-1", ["a"]));
+    const leave = gate.holdNext("claims.leave");
+    const first = world.reconcile("m");
+    await leave.reached;
+
+    // Act: s comes back and another invocation runs to the end, then the held leave goes on
+    world.source.putDataplane(dataplane("m", "dp-1", ["a", "s"]));
+    const second = await world.reconcile("m");
+    leave.release();
+    await first;
+
+    // Assert
+    expect(second).toMatchObject({ action: "updated", version: 3, added: { s: "240.0.0.1" } });
+    expect(world.vips("m")).toEqual({ a: "240.0.0.0", s: "240.0.0.1" });
+    const claim = world.claims.serviceClaim("s");
+    expect(claim?.releasedAt).toBeUndefined();
+    expect(claim?.meshes.get("m")?.version).toBe(3);
+  });
+
+  it("does not reclaim an address whose owner came back and left again meanwhile", async () => {
+    // Arrange: a full /30; d left long enough ago that its address is reclaimable
+    const gate = new Gate();
+    const world = new World({ cidr: "10.0.0.0/30", quarantineSeconds: 60, pause: gate.pause });
+    meshWith(world, "m1", ["a", "b", "c", "d"]);
+    await world.reconcile("m1");
+    world.source.putDataplane(dataplane("m1", "dp-1", ["a", "b", "c"]));
+    await world.reconcile("m1");
+    world.advance(60);
+    meshWith(world, "m2", ["e"]);
+    const claimNew = gate.holdNext("claims.claimNew");
+    const takeover = world.reconcile("m2");
+    await claimNew.reached;
+
+    // Act: d returns in m3 (its quarantine ends) and leaves again (a new one starts), then the
+    // held takeover of d's address goes on
+    meshWith(world, "m3", ["d"]);
+    await world.reconcile("m3");
+    world.source.deleteDataplane("m3", "dp-1");
+    await world.reconcile("m3");
+    claimNew.release();
+    const outcome = await takeover;
+
+    // Assert
+    expect(outcome.unallocated).toEqual(["e"]);
+    expect(world.claims.serviceClaim("d")).toMatchObject({
+      vip: "10.0.0.3",
+      releasedAt: world.nowMs,
+    });
+    expect(world.claims.addressClaim("10.0.0.3")?.owner).toBe("d");
+  });
+
+  it("keeps a newer membership when a stale writer's join lands after it", async () => {
+    // Arrange: s lives in m2; m holds a; s joins m, leaves m and joins m again while a stale
+    // writer's join (from before any of it) and the leaving writer's leave are both held
+    const gate = new Gate();
+    const world = new World({ pause: gate.pause });
+    meshWith(world, "m2", ["s"]);
+    meshWith(world, "m", ["a"]);
+    await world.reconcileAll(["m2", "m"]);
+    world.source.putDataplane(dataplane("m", "dp-1", ["a", "s"]));
+    const staleJoin = gate.holdNext("claims.join");
+    const stale = world.reconcile("m");
+    await staleJoin.reached;
+    await world.reconcile("m"); // v2 lists s
+    world.source.putDataplane(dataplane("m", "dp-1", ["a"]));
+    const leave = gate.holdNext("claims.leave");
+    const leaving = world.reconcile("m"); // v3 without s, held before its leave
+    await leave.reached;
+    world.source.putDataplane(dataplane("m", "dp-1", ["a", "s"]));
+    await world.reconcile("m"); // v4 lists s again
+
+    // Act
+    staleJoin.release();
+    await stale;
+    leave.release();
+    await leaving;
+
+    // Assert
+    expect(world.vipItems.peek("m")).toMatchObject({
+      version: 4,
+      vips: { a: "240.0.0.1", s: "240.0.0.0" },
+    });
+    expect(world.claims.serviceClaim("s")?.meshes.get("m")?.version).toBe(4);
+  });
+
+  it("releases a service after a lost concurrent create, whichever writer asserted last", async () => {
+    // Arrange: two first writes of a new mesh; w2 asserts s, then w1 overwrites it with its
+    // own incarnation, then w2 wins the create and w1 loses
+    const gate = new Gate();
+    const world = new World({ pause: gate.pause });
+    meshWith(world, "m", ["s"]);
+    const w2Put = gate.holdNext("vips.put");
+    const w2 = world.reconcile("m");
+    await w2Put.reached;
+    const w1Put = gate.holdNext("vips.put");
+    const w1 = world.reconcile("m");
+    await w1Put.reached;
+    w2Put.release();
+    const won = await w2;
+    w1Put.release();
+    const lost = await w1;
+
+    // Act: s leaves the mesh
+    world.source.deleteDataplane("m", "dp-1");
+    await world.reconcile("m");
+
+    // Assert
+    expect(won.action).toBe("created");
+    expect(lost.action).toBe("unchanged");
+    expect(lost.attempts).toBe(2);
+    expect(world.claims.serviceClaim("s")?.meshes.size).toBe(0);
+    expect(world.claims.serviceClaim("s")?.releasedAt).toBe(world.nowMs);
   });
 });
