@@ -457,7 +457,10 @@ export class StreamPoller {
     this.loops = this.state.map((stream) => this.run(stream));
   }
 
-  /** Stops polling; resolves when the batches in flight have finished. */
+  /**
+   * Stops polling. Resolves once the invocations in flight have returned; what is left of their
+   * batches (retries, bisected halves) is not checkpointed, so it is read again next time.
+   */
   async stop(): Promise<void> {
     this.running = false;
     for (const wake of this.wakers) wake();

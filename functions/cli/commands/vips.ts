@@ -61,7 +61,7 @@ export async function getCommand(ctx: CliContext, mesh: string): Promise<0> {
 export function formatShare(count: number, pool: VipPool): string {
   if (count === 0) return "0%";
   const percent = (count / Number(pool.size)) * 100;
-  return percent >= 0.01 ? `${Number(percent.toFixed(2))}%` : `${percent.toPrecision(2)}%`;
+  return percent >= 0.01 ? `${Number(percent.toFixed(2))}%` : `${percent.toExponential(1)}%`;
 }
 
 export interface MeshListing {
