@@ -58,6 +58,21 @@ describe("InMemoryVipItemStore (mirrors DynamoVipItemStore)", () => {
     expect(await store.get("m")).toBeUndefined();
   });
 
+  it("stores a mesh beyond 64 KB in the adapter's compact format and reads it back whole", async () => {
+    // Arrange
+    const vips = Object.fromEntries(
+      Array.from({ length: 3000 }, (_, i) => [`service-${i}`, `10.0.${i >> 8}.${i & 255}`]),
+    );
+
+    // Act
+    const store = new InMemoryVipItemStore();
+    const bytes = await store.put(vipItem(1, vips), undefined);
+
+    // Assert
+    expect(bytes).toBeLessThan(64 * 1024);
+    expect(store.peek("m")?.vips).toEqual(vips);
+  });
+
   it("returns copies that do not alias the stored item", async () => {
     // Arrange
     const store = new InMemoryVipItemStore();
