@@ -72,9 +72,6 @@ export async function startMoto(
   const port = await freeLoopbackPort();
   const child: ChildProcess = spawn(command, [...args, "-H", "127.0.0.1", "-p", String(port)], {
     stdio: ["ignore", "ignore", "pipe"],
-    // Its own process group: a terminal's Ctrl-C reaches only us, and we stop the emulator
-    // after the poller has finished its batch (not under its feet).
-    detached: true,
     env: { ...process.env, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION ?? "us-east-1" },
   });
   let stderr = "";

@@ -8,9 +8,11 @@ Same arguments as moto_server: -H HOST -p PORT.
 """
 
 import argparse
+import os
 import signal
 import sys
 import threading
+import time
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
@@ -31,7 +33,19 @@ def main() -> None:
             return list(app(environ, start_response))
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
+    # A terminal's Ctrl-C reaches the whole process group: ignore it, so the Node process that
+    # started us can finish its batch and then stop us with SIGTERM.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:
+        # Never outlive the process that started us (killed with SIGKILL, terminal closed).
+        while True:
+            time.sleep(1)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
     run_simple(args.host, args.port, serialized, threaded=True)
 
 
