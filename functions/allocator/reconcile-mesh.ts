@@ -60,7 +60,9 @@ export async function reconcileMesh(mesh: string, deps: ReconcileDeps): Promise<
   let lastError: unknown;
   for (let attempt = 1; attempt <= deps.maxAttempts; attempt++) {
     try {
-      return await attemptOnce(mesh, deps, asserted, attempt);
+      const result = await attemptOnce(mesh, deps, asserted, attempt);
+      if (result.settled) return result.outcome;
+      lastError = new VersionConflictError(`inputs of mesh ${mesh} (changed during the pass)`);
     } catch (error) {
       if (!(error instanceof VersionConflictError)) throw error;
       lastError = error;
@@ -71,19 +73,49 @@ export async function reconcileMesh(mesh: string, deps: ReconcileDeps): Promise<
   throw new RetriesExhaustedError(mesh, deps.maxAttempts, lastError);
 }
 
+/**
+ * After a write, the inputs are read again: the version condition protects against a stale
+ * *item*, not against stale *tables*. A concurrent pass that read newer tables may have found
+ * nothing to change and written nothing, so the last writer must check that what it wrote is
+ * still what the tables say; if not, it goes round again.
+ */
+async function inputsStill(
+  mesh: string,
+  deps: ReconcileDeps,
+  exists: boolean,
+  services: readonly string[],
+): Promise<boolean> {
+  deps.source.refresh?.();
+  if ((await deps.source.meshExists(mesh)) !== exists) return false;
+  if (!exists) return true;
+  const [dataplanes, ingresses] = await Promise.all([
+    deps.source.dataplanesOf(mesh),
+    deps.source.ingressesFor(mesh),
+  ]);
+  deps.source.drainIssues();
+  const now = deriveServiceSet(mesh, dataplanes, ingresses).services;
+  return now.length === services.length && now.every((service, i) => service === services[i]);
+}
+
+interface Attempt {
+  readonly outcome: MeshOutcome;
+  /** False when this pass wrote but must run again (inputs moved, or addresses were freed). */
+  readonly settled: boolean;
+}
+
 async function attemptOnce(
   mesh: string,
   deps: ReconcileDeps,
   asserted: Asserted,
   attempt: number,
-): Promise<MeshOutcome> {
+): Promise<Attempt> {
   const { source, vipItems, telemetry, pool } = deps;
   const [current, exists] = await Promise.all([vipItems.get(mesh), source.meshExists(mesh)]);
 
   if (!exists) {
     if (current === undefined) {
       await retract(mesh, deps, asserted, undefined);
-      return outcome(mesh, "absent", undefined, {}, {}, [], attempt);
+      return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
     }
     await vipItems.delete(mesh, current.version);
     let released = 0;
@@ -105,7 +137,8 @@ async function attemptOnce(
       services: Object.keys(current.vips).length,
       released,
     });
-    return outcome(mesh, "deleted", current.version, {}, { ...current.vips }, [], attempt);
+    const deleted = outcome(mesh, "deleted", current.version, {}, { ...current.vips }, [], attempt);
+    return { outcome: deleted, settled: await inputsStill(mesh, deps, false, []) };
   }
 
   const [dataplanes, ingresses] = await Promise.all([
@@ -176,7 +209,9 @@ async function attemptOnce(
   const removed = Object.fromEntries(plan.removed);
   if (sameContent(current, content)) {
     await retract(mesh, deps, asserted, current);
-    return outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt);
+    return settled(
+      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    );
   }
 
   const item: VipItem = {
@@ -193,7 +228,13 @@ async function attemptOnce(
   telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
 
   let released = 0;
-  for (const service of plan.removed.keys()) {
+  // Services that left, and renumbered services that found no address in the new range: the
+  // item no longer lists them, so the mesh leaves their claims.
+  const leaving = [
+    ...plan.removed.keys(),
+    ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
+  ];
+  for (const service of leaving) {
     if ((await deps.claims.leave(service, mesh, incarnation, version, deps.now())) === "released") {
       released++;
     }
@@ -211,7 +252,7 @@ async function attemptOnce(
     unallocated: unallocated.size,
     bytes,
   });
-  return outcome(
+  const written = outcome(
     mesh,
     current === undefined ? "created" : "updated",
     version,
@@ -220,6 +261,14 @@ async function attemptOnce(
     [...unallocated.keys()],
     attempt,
   );
+  // With no quarantine, addresses released just now can serve the unallocated right away.
+  const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
+  const fresh = await inputsStill(mesh, deps, true, services);
+  return { outcome: written, settled: fresh && !freedForWaiting };
+}
+
+function settled(result: MeshOutcome): Attempt {
+  return { outcome: result, settled: true };
 }
 
 interface ObtainContext {
@@ -260,6 +309,11 @@ async function obtainVip(service: string, ctx: ObtainContext): Promise<string | 
     }
     const candidate = await finder.next();
     if (candidate === undefined) return undefined;
+    if (candidate.reclaimFrom?.owner === service) {
+      // Our own released address, seen by the finder after our claim read: re-read the claim
+      // (it will be joined) instead of reclaiming from ourselves.
+      continue;
+    }
     const result =
       claim === undefined
         ? await deps.claims.claimNew(service, candidate, mesh, membership, ctx.nowMs, ctx.cutoffMs)

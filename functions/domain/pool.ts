@@ -52,6 +52,23 @@ export class VipPool {
     if (!text.includes("/")) {
       throw new InvalidCidrError(input, "expected address/prefix, e.g. 240.0.0.0/4 or fd00::/64");
     }
+    const [addressText = "", prefixText = ""] = text.split("/");
+    if (!/^\d{1,3}$/.test(prefixText)) {
+      throw new InvalidCidrError(
+        input,
+        `prefix length ${JSON.stringify(prefixText)} is not a number`,
+      );
+    }
+    const ipv4 = /^(0|[1-9]\d{0,2})(\.(0|[1-9]\d{0,2})){3}$/;
+    const ipv6 = /^[0-9A-Fa-f:.]+$/;
+    if (!ipv4.test(addressText) && !(addressText.includes(":") && ipv6.test(addressText))) {
+      // ipaddr.js also accepts octal (010.0.0.0), hex and shorthand (1.2.3) forms and IPv6
+      // zone ids; a range must be written plainly, so none of these is taken.
+      throw new InvalidCidrError(
+        input,
+        "expected a dotted-decimal IPv4 (no leading zeros) or an IPv6 address before the /",
+      );
+    }
     let parsed: [Address, number];
     try {
       parsed = ipaddr.parseCIDR(text);

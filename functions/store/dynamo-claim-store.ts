@@ -213,33 +213,25 @@ export class DynamoClaimStore implements ClaimStore {
   ): Promise<ClaimOutcome> {
     const items = this.addressItems(service, candidate, nowMs, reclaimCutoffMs);
     const serviceIndex = items.length;
-    items.push(
-      {
-        Update: {
-          TableName: this.table,
-          Key: { pk: serviceKey(service) },
-          UpdateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt",
-          ConditionExpression: `vip = :old AND ${NOT_LOWER}`,
-          ExpressionAttributeNames: { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" },
-          ExpressionAttributeValues: {
-            ":new": candidate.vip,
-            ":old": oldVip,
-            ":mem": { i: membership.incarnation, v: membership.version },
-            ":inc": membership.incarnation,
-            ":ver": membership.version,
-          },
+    items.push({
+      Update: {
+        TableName: this.table,
+        Key: { pk: serviceKey(service) },
+        UpdateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt",
+        ConditionExpression: `vip = :old AND ${NOT_LOWER}`,
+        ExpressionAttributeNames: { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" },
+        ExpressionAttributeValues: {
+          ":new": candidate.vip,
+          ":old": oldVip,
+          ":mem": { i: membership.incarnation, v: membership.version },
+          ":inc": membership.incarnation,
+          ":ver": membership.version,
         },
       },
-      {
-        Delete: {
-          TableName: this.table,
-          Key: { pk: addressKey(oldVip) },
-          ConditionExpression: "attribute_not_exists(pk) OR #owner = :svc",
-          ExpressionAttributeNames: { "#owner": "owner" },
-          ExpressionAttributeValues: { ":svc": service },
-        },
-      },
-    );
+    });
+    // The old address claim is kept, owned by the service: meshes not yet reconciled under the
+    // new range still list it, and a rolled-back range would bring it back in range; it must
+    // never go to another service. (It is not reclaimed: a known, bounded leak per CIDR change.)
     return await this.transact(items, serviceIndex);
   }
 

@@ -60,6 +60,10 @@ export class DynamoMeshSource implements MeshSource {
     return this.ingresses;
   }
 
+  refresh(): void {
+    this.ingresses = undefined;
+  }
+
   drainIssues(): InputIssue[] {
     const issues = this.issues;
     this.issues = [];

@@ -13,6 +13,8 @@ export interface MeshSource {
   ingressesFor(mesh: string): Promise<DataplaneRecord[]>;
   /** Items the adapter could not decode at all (reported, then left out). */
   drainIssues(): InputIssue[];
+  /** Forgets anything cached, so the next reads see the tables as they are now. */
+  refresh?(): void;
 }
 
 /** The public per-mesh VIP items. Writes are conditional on the version read before. */

@@ -197,7 +197,7 @@ describe("InMemoryClaimStore (mirrors DynamoClaimStore)", () => {
     await expect(attempt).rejects.toBeInstanceOf(SimulatedValidationError);
   });
 
-  it("moves a claim to a new address and frees the old one", async () => {
+  it("moves a claim to a new address and keeps the old one owned by the service", async () => {
     // Arrange
     const store = new InMemoryClaimStore();
     await store.claimNew("a", { vip: "10.0.0.0", offset: 0n }, "m", member, 1, 0);
@@ -216,7 +216,7 @@ describe("InMemoryClaimStore (mirrors DynamoClaimStore)", () => {
     // Assert
     expect(moved).toBe("ok");
     expect(store.serviceClaim("a")?.vip).toBe("10.0.1.0");
-    expect(store.addressClaim("10.0.0.0")).toBeUndefined();
+    expect(store.addressClaim("10.0.0.0")?.owner).toBe("a");
     expect(store.addressClaim("10.0.1.0")?.owner).toBe("a");
   });
 
