@@ -83,7 +83,11 @@ afterAll(async () => {
   if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
 });
 
-describe("the vips CLI, run as a separate process against moto_server", () => {
+// Every step spawns a Node process; on a loaded machine a test can take longer than the default
+// 60 s. A generous limit keeps a hang a failure without making a slow machine one.
+describe("the vips CLI, run as a separate process against moto_server", {
+  timeout: 120_000,
+}, () => {
   it("creates tables, stores a mesh and a Kuma dataplane, drains, and prints the VIPs", async () => {
     const env = freshTableEnv();
     const at = ["--endpoint", moto.endpoint];
