@@ -12,29 +12,35 @@ const WINDOW = 50;
  * nothing free the range is exhausted.
  */
 export class AddressFinder {
-  private order: Generator<bigint> | undefined;
-  private readonly buffer: AddressCandidate[] = [];
+  private order: Promise<Generator<bigint>> | undefined;
+  private buffer: AddressCandidate[] = [];
   private lastTaken: bigint | undefined;
   private exhausted = false;
   private newlyClaimed = 0;
 
+  /**
+   * One finder may serve several meshes reconciled at once in an invocation (they then never
+   * race each other for an address); `random` spreads the retries of racing invocations.
+   */
   constructor(
     private readonly claims: ClaimStore,
     private readonly pool: VipPool,
     private readonly nowMs: number,
     private readonly quarantineSeconds: number,
+    private readonly random: () => number = Math.random,
   ) {}
 
   /** The next candidate, or undefined when the range has no free address. */
   async next(): Promise<AddressCandidate | undefined> {
+    this.order ??= this.claims
+      .readCursor(this.pool.cidr)
+      .then((cursor) => this.pool.probeOrder(cursor));
+    const order = await this.order;
     while (this.buffer.length === 0) {
       if (this.exhausted) return undefined;
-      if (this.order === undefined) {
-        this.order = this.pool.probeOrder(await this.claims.readCursor(this.pool.cidr));
-      }
       const offsets: bigint[] = [];
       for (let i = 0; i < WINDOW; i++) {
-        const step = this.order.next();
+        const step = order.next();
         if (step.done) {
           this.exhausted = true;
           break;
@@ -60,15 +66,30 @@ export class AddressFinder {
     return this.buffer.shift();
   }
 
+  /**
+   * Another invocation took a candidate first: it is probably working through the same
+   * addresses, so continue from a random place in the buffer (nothing is dropped: the
+   * skipped candidates move to the end).
+   */
+  conflicted(): void {
+    if (this.buffer.length < 2) return;
+    const k = Math.floor(this.random() * this.buffer.length);
+    this.buffer = [...this.buffer.slice(k), ...this.buffer.slice(0, k)];
+  }
+
   /** Records that `candidate` was claimed, so the cursor moves past it. */
   taken(candidate: AddressCandidate): void {
-    this.lastTaken = candidate.offset;
+    if (this.lastTaken === undefined || candidate.offset > this.lastTaken) {
+      this.lastTaken = candidate.offset;
+    }
     if (candidate.reclaimFrom === undefined) this.newlyClaimed++;
   }
 
   /** Persists the cursor past the last address taken; returns the range's claim count. */
   async flush(): Promise<number | undefined> {
     if (this.lastTaken === undefined) return undefined;
+    // With a shared finder, candidates are taken out of order: continue after the highest
+    // offset handed out (the cursor is only where the next probe starts).
     const next = (this.lastTaken + 1n) % this.pool.size;
     const claimed = await this.claims.advanceCursor(this.pool.cidr, next, this.newlyClaimed);
     this.lastTaken = undefined;

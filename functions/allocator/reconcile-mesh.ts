@@ -20,6 +20,11 @@ export interface ReconcileDeps {
   readonly newId: () => string;
   readonly sleep: (ms: number) => Promise<void>;
   readonly random: () => number;
+  /**
+   * A finder shared by the meshes of one invocation (the caller flushes it). When absent,
+   * each pass uses its own and flushes it.
+   */
+  readonly addresses?: AddressFinder;
 }
 
 export type MeshAction = "created" | "updated" | "deleted" | "unchanged" | "absent";
@@ -156,7 +161,9 @@ async function attemptOnce(
   const unallocated = new Map<string, string>();
   const added: Record<string, string> = {};
   const nowMs = deps.now();
-  const finder = new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds);
+  const finder =
+    deps.addresses ??
+    new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds, deps.random);
   const cutoffMs = nowMs - deps.quarantineSeconds * 1000;
 
   const claimed = await deps.claims.getServices(plan.needed);
@@ -189,11 +196,7 @@ async function attemptOnce(
       telemetry.metric(METRIC.renumbered, "Count", 1);
     }
   }
-  const claimCount = await finder.flush();
-  if (claimCount !== undefined && pool.size > 0n) {
-    const percent = Number((BigInt(claimCount) * 1_000_000n) / pool.size) / 10_000;
-    telemetry.metric(METRIC.poolUsedPercent, "Percent", percent);
-  }
+  if (deps.addresses === undefined) await flushFinder(finder, deps);
   if (unallocated.size > 0) {
     telemetry.metric(METRIC.exhausted, "Count", unallocated.size);
     telemetry.error("range exhausted: services left without a VIP", {
@@ -267,6 +270,18 @@ async function attemptOnce(
   return { outcome: written, settled: fresh && !freedForWaiting };
 }
 
+/** Persists a finder's cursor and reports the range's use. */
+export async function flushFinder(
+  finder: AddressFinder,
+  deps: Pick<ReconcileDeps, "pool" | "telemetry">,
+): Promise<void> {
+  const claimCount = await finder.flush();
+  if (claimCount !== undefined && deps.pool.size > 0n) {
+    const percent = Number((BigInt(claimCount) * 1_000_000n) / deps.pool.size) / 10_000;
+    deps.telemetry.metric(METRIC.poolUsedPercent, "Percent", percent);
+  }
+}
+
 function settled(result: MeshOutcome): Attempt {
   return { outcome: result, settled: true };
 }
@@ -338,6 +353,7 @@ async function obtainVip(service: string, ctx: ObtainContext): Promise<string | 
       }
       return candidate.vip;
     }
+    if (result === "address-taken") finder.conflicted();
     deps.telemetry.metric(METRIC.conflicts, "Count", 1);
   }
   throw new VersionConflictError(`claim of service ${service}`);

@@ -7,9 +7,10 @@ import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
 import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
+import { AddressFinder } from "./address-finder.ts";
 import type { AllocatorConfig } from "./config.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
-import { type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
+import { flushFinder, type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -79,7 +80,17 @@ export function createStreamHandler(
       }
 
       const source = new DynamoMeshSource(client, config.tables);
+      // One address finder for the whole invocation: its meshes never race each other for
+      // an address, and the cursor is written once.
+      const addresses = new AddressFinder(
+        claims,
+        config.pool,
+        now(),
+        config.quarantineSeconds,
+        Math.random,
+      );
       const deps = {
+        addresses,
         source,
         vipItems,
         claims,
@@ -113,6 +124,14 @@ export function createStreamHandler(
         }
       };
       await Promise.all(Array.from({ length: Math.min(concurrency, meshes.length) }, worker));
+      try {
+        await flushFinder(addresses, deps);
+      } catch (error) {
+        // The cursor is only where the next probe starts; the claims are already safe.
+        telemetry.warn("could not advance the pool cursor", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
 
       if (failedSequences.length === 0) return { batchItemFailures: [] };
       const lowest = failedSequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));

@@ -8,6 +8,7 @@ Same arguments as moto_server: -H HOST -p PORT.
 """
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -24,6 +25,9 @@ def main() -> None:
     parser.add_argument("-p", "--port", type=int, required=True)
     args = parser.parse_args()
 
+    # No access log: one stderr line per request costs time, and a parent that stops reading
+    # our stderr would block us while we hold the lock below.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
     lock = threading.Lock()
 
