@@ -14,7 +14,9 @@ const stamp = join(root, "node_modules", ".setup-lock-hash");
 const say = (line) => process.stderr.write(`[setup] ${line}\n`);
 
 function lockHash() {
-  return createHash("sha256").update(readFileSync(join(root, "package-lock.json"))).digest("hex");
+  return createHash("sha256")
+    .update(readFileSync(join(root, "package-lock.json")))
+    .digest("hex");
 }
 
 function ensureNodeModules() {
