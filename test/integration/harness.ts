@@ -19,7 +19,7 @@ import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts"
 import { createTables } from "../../functions/store/create-tables.ts";
 import { decodeVipItem } from "../../functions/store/dynamo-vip-item-store.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
-import { RecordingTelemetry } from "../fixtures/recording-telemetry.ts";
+import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 let counter = 0;
@@ -33,7 +33,7 @@ export interface World {
   readonly config: AllocatorConfig;
   readonly doc: DynamoDBDocumentClient;
   readonly client: DynamoDBClient;
-  readonly telemetry: RecordingTelemetry;
+  readonly telemetry: InMemoryTelemetry;
   readonly handler: StreamHandler;
   /** Every event the poller delivered, in order. */
   readonly delivered: DynamoDBStreamEvent[];
@@ -77,7 +77,7 @@ export async function createWorld(
     marshallOptions: { removeUndefinedValues: true },
   });
   await createTables(client, config.tables);
-  const telemetry = new RecordingTelemetry();
+  const telemetry = new InMemoryTelemetry();
   const handler = createStreamHandler(config, { client, telemetry });
   const delivered: DynamoDBStreamEvent[] = [];
   const poller = new StreamPoller({
