@@ -90,9 +90,9 @@ async function inputsStill(
   exists: boolean,
   services: readonly string[],
 ): Promise<boolean> {
-  deps.source.refresh?.();
   if ((await deps.source.meshExists(mesh)) !== exists) return false;
   if (!exists) return true;
+  deps.source.refresh?.();
   const [dataplanes, ingresses] = await Promise.all([
     deps.source.dataplanesOf(mesh),
     deps.source.ingressesFor(mesh),

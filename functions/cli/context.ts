@@ -2,6 +2,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient, ResourceNotFoundException } from "@aws-sdk/client-dynamodb";
 import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { AllocatorConfig } from "../allocator/config.ts";
+import { createStreamHandler } from "../allocator/stream-handler.ts";
 import {
   clientConfig,
   EMULATOR_CREDENTIALS,
@@ -9,6 +11,7 @@ import {
   resolveRegion,
 } from "../local/aws-clients.ts";
 import { MotoUnavailableError, waitUntilAnswering } from "../local/moto.ts";
+import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
 import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
 import { CliError, CommandFailedError, UsageError } from "./errors.ts";
 
@@ -138,4 +141,23 @@ export class CliContext {
   close(): void {
     this.ddb.destroy();
   }
+}
+
+/**
+ * The stream poller every command runs: the real handler, the event source settings of the
+ * CDK stack, this endpoint's checkpoint and failure files; `options` overrides any of them.
+ */
+export function allocatorPoller(
+  ctx: CliContext,
+  config: AllocatorConfig,
+  options: Partial<StreamPollerOptions> = {},
+): StreamPoller {
+  return new StreamPoller({
+    endpoint: ctx.endpoint,
+    tables: config.tables,
+    handler: createStreamHandler(config),
+    checkpointFile: ctx.checkpointFile,
+    failureFile: ctx.failureFile,
+    ...options,
+  });
 }

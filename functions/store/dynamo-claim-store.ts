@@ -25,6 +25,16 @@ export const serviceKey = (service: string): string => `svc#${service}`;
 export const addressKey = (vip: string): string => `addr#${vip}`;
 export const poolKey = (cidr: string): string => `pool#${cidr}`;
 
+/** Stored form of a membership: `meshes.<mesh> = {i: incarnation, v: version}`. */
+function membershipValue(membership: Membership): { i: string; v: number } {
+  return { i: membership.incarnation, v: membership.version };
+}
+
+/** Attribute names of the membership expressions below (`#meshes.#m.#i`, `#meshes.#m.#v`). */
+function membershipNames(mesh: string): Record<string, string> {
+  return { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" };
+}
+
 /** Condition that never lowers the version of an existing membership of the same incarnation. */
 const NOT_LOWER =
   "(attribute_not_exists(#meshes.#m) OR #meshes.#m.#i <> :inc OR #meshes.#m.#v <= :ver)";
@@ -108,10 +118,10 @@ export class DynamoClaimStore implements ClaimStore {
     membership: Membership,
     wasReleased: boolean,
   ): Promise<boolean> {
-    const names = { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" };
+    const names = membershipNames(mesh);
     const values = {
       ":vip": vip,
-      ":mem": { i: membership.incarnation, v: membership.version },
+      ":mem": membershipValue(membership),
       ":inc": membership.incarnation,
       ":ver": membership.version,
     };
@@ -193,7 +203,7 @@ export class DynamoClaimStore implements ClaimStore {
           kind: "service",
           service,
           vip: candidate.vip,
-          meshes: { [mesh]: { i: membership.incarnation, v: membership.version } },
+          meshes: { [mesh]: membershipValue(membership) },
           claimedAt: nowMs,
         },
         ConditionExpression: "attribute_not_exists(pk)",
@@ -219,11 +229,11 @@ export class DynamoClaimStore implements ClaimStore {
         Key: { pk: serviceKey(service) },
         UpdateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt",
         ConditionExpression: `vip = :old AND ${NOT_LOWER}`,
-        ExpressionAttributeNames: { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" },
+        ExpressionAttributeNames: membershipNames(mesh),
         ExpressionAttributeValues: {
           ":new": candidate.vip,
           ":old": oldVip,
-          ":mem": { i: membership.incarnation, v: membership.version },
+          ":mem": membershipValue(membership),
           ":inc": membership.incarnation,
           ":ver": membership.version,
         },
@@ -250,7 +260,7 @@ export class DynamoClaimStore implements ClaimStore {
           Key: { pk: serviceKey(service) },
           UpdateExpression: "REMOVE #meshes.#m",
           ConditionExpression: "#meshes.#m.#i = :inc AND #meshes.#m.#v <= :ver",
-          ExpressionAttributeNames: { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" },
+          ExpressionAttributeNames: membershipNames(mesh),
           ExpressionAttributeValues: { ":inc": incarnation, ":ver": upToVersion },
           ReturnValues: "ALL_NEW",
         }),

@@ -10,8 +10,6 @@ import type { VipItem } from "../domain/types.ts";
 import type { VipItemStore } from "./ports.ts";
 import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
-export { decodeVipItem } from "./vip-item-codec.ts";
-
 /**
  * The public `vips` table. Every write is conditional on the version read before the new
  * content was computed (`attribute_not_exists` for the first write), the optimistic-locking

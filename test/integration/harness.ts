@@ -17,8 +17,8 @@ import type { VipItem } from "../../functions/domain/types.ts";
 import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
 import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { decodeVipItem } from "../../functions/store/dynamo-vip-item-store.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
+import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };

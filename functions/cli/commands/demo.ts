@@ -1,11 +1,10 @@
 import { BatchWriteCommand } from "@aws-sdk/lib-dynamodb";
 import { loadConfig } from "../../allocator/config.ts";
-import { createStreamHandler } from "../../allocator/stream-handler.ts";
 import type { VipItem } from "../../domain/types.ts";
 import { type MotoServer, MotoUnavailableError, startMoto } from "../../local/moto.ts";
-import { type BatchInfo, type DrainReport, StreamPoller } from "../../local/poller.ts";
+import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
 import { createTables } from "../../store/create-tables.ts";
-import { CliContext, type Output, prepareEnvironment } from "../context.ts";
+import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
 import { demoData } from "../demo-data.ts";
 import { CliError, type ExitCode } from "../errors.ts";
 import { describeDrain, failIfGaveUp } from "./drain.ts";
@@ -131,11 +130,8 @@ export async function demoCommand(options: {
       out,
       data.meshes.length + data.dataplanes.length,
     );
-    poller = new StreamPoller({
+    poller = allocatorPoller(ctx, config, {
       endpoint,
-      tables: config.tables,
-      handler: createStreamHandler(config),
-      failureFile: ctx.failureFile,
       // An emulator started here is new each time; a given endpoint keeps its checkpoints.
       checkpointFile: moto === undefined ? ctx.checkpointFile : undefined,
       onBatch: (info) => onBatch(info),

@@ -1,7 +1,6 @@
 import type { AllocatorConfig } from "../../allocator/config.ts";
-import { createStreamHandler } from "../../allocator/stream-handler.ts";
-import { type DrainReport, StreamPoller } from "../../local/poller.ts";
-import type { CliContext } from "../context.ts";
+import type { DrainReport } from "../../local/poller.ts";
+import { allocatorPoller, type CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 
 /** "processed 53 records in 2 batches, 3 meshes" (+ invocations when retries happened). */
@@ -26,13 +25,7 @@ export function failIfGaveUp(report: DrainReport): void {
  * `drain` continues where the first stopped.
  */
 export async function drainCommand(ctx: CliContext, config: AllocatorConfig): Promise<0> {
-  const poller = new StreamPoller({
-    endpoint: ctx.endpoint,
-    tables: config.tables,
-    handler: createStreamHandler(config),
-    checkpointFile: ctx.checkpointFile,
-    failureFile: ctx.failureFile,
-  });
+  const poller = allocatorPoller(ctx, config);
   let report: DrainReport;
   try {
     report = await poller.drain();

@@ -1,7 +1,7 @@
 import { GetCommand, paginateScan } from "@aws-sdk/lib-dynamodb";
 import type { VipPool } from "../../domain/pool.ts";
 import type { VipItem } from "../../domain/types.ts";
-import { decodeVipItem } from "../../store/dynamo-vip-item-store.ts";
+import { decodeVipItem } from "../../store/vip-item-codec.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 

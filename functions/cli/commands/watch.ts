@@ -1,8 +1,7 @@
 import type { AllocatorConfig } from "../../allocator/config.ts";
-import { createStreamHandler } from "../../allocator/stream-handler.ts";
 import type { VipItem } from "../../domain/types.ts";
-import { type BatchInfo, StreamPoller } from "../../local/poller.ts";
-import type { CliContext } from "../context.ts";
+import type { BatchInfo } from "../../local/poller.ts";
+import { allocatorPoller, type CliContext } from "../context.ts";
 import { diffVipItems, formatChange, type MeshChange } from "../vip-diff.ts";
 import { readVipItem, scanVipItems } from "./vips.ts";
 
@@ -84,14 +83,7 @@ export function untilSignal(): Promise<NodeJS.Signals> {
 export async function watchCommand(ctx: CliContext, config: AllocatorConfig): Promise<0> {
   const watcher = new VipWatcher(ctx, config.quarantineSeconds);
   await watcher.prime();
-  const poller = new StreamPoller({
-    endpoint: ctx.endpoint,
-    tables: config.tables,
-    handler: createStreamHandler(config),
-    checkpointFile: ctx.checkpointFile,
-    failureFile: ctx.failureFile,
-    onBatch: (info) => watcher.onBatch(info),
-  });
+  const poller = allocatorPoller(ctx, config, { onBatch: (info) => watcher.onBatch(info) });
   poller.start();
   ctx.out.note(
     `watching the ${config.tables.meshes} and ${config.tables.dataplanes} streams at ${ctx.where()} (Ctrl-C to stop)`,
