@@ -29,6 +29,8 @@ export const METRIC = {
   badInput: "BadInput",
   /** Meshes that failed after all retries and were reported back to the event source (Count). */
   meshFailures: "MeshFailures",
+  /** Meshes whose VIP item could not be encoded within DynamoDB's item limit (Count). */
+  itemTooLarge: "VipItemTooLarge",
   /** Age of the oldest record of a batch when its processing started (Milliseconds). */
   streamLagMs: "StreamLag",
 } as const;
