@@ -8,14 +8,22 @@ const WINDOW = 50;
 /**
  * Finds free addresses next-fit from the range's persisted cursor, reading address claims a
  * window at a time (never the whole claim set). After reaching the end of the range it wraps to
- * the start, so addresses freed since (quarantine over) are found; after one full cycle with
- * nothing free the range is exhausted.
+ * the start, so addresses freed since (quarantine over) are found.
+ *
+ * Exhaustion is honest: `next()` says "none" only when a whole cycle of the range has been
+ * read, no candidate is left, and no candidate handed to a concurrent pass is still in flight
+ * (one that pass does not use comes back with {@link returned}). Callers settle every
+ * candidate they get: {@link taken}, {@link returned} or {@link conflicted}.
  */
 export class AddressFinder {
   private order: Promise<Generator<bigint>> | undefined;
   private buffer: AddressCandidate[] = [];
+  private refilling: Promise<void> | undefined;
+  private cycleRead = false;
+  private outstanding = 0;
+  private waiters: Array<() => void> = [];
+  private freedSinceCycle = false;
   private lastTaken: bigint | undefined;
-  private exhausted = false;
   private newlyClaimed = 0;
 
   /**
@@ -32,57 +40,110 @@ export class AddressFinder {
 
   /** The next candidate, or undefined when the range has no free address. */
   async next(): Promise<AddressCandidate | undefined> {
+    for (;;) {
+      const candidate = this.buffer.shift();
+      if (candidate !== undefined) {
+        this.outstanding++;
+        return candidate;
+      }
+      if (!this.cycleRead) {
+        this.refilling ??= this.refill().finally(() => {
+          this.refilling = undefined;
+        });
+        await this.refilling;
+        continue;
+      }
+      if (this.outstanding > 0) {
+        await new Promise<void>((resolve) => this.waiters.push(resolve));
+        continue;
+      }
+      if (this.freedSinceCycle) {
+        // Addresses were released during this invocation (no quarantine): read the range again.
+        this.freedSinceCycle = false;
+        this.cycleRead = false;
+        this.order = undefined;
+        continue;
+      }
+      return undefined;
+    }
+  }
+
+  /** Reads the next window of address claims into the buffer. */
+  private async refill(): Promise<void> {
     this.order ??= this.claims
       .readCursor(this.pool.cidr)
       .then((cursor) => this.pool.probeOrder(cursor));
     const order = await this.order;
-    while (this.buffer.length === 0) {
-      if (this.exhausted) return undefined;
-      const offsets: bigint[] = [];
-      for (let i = 0; i < WINDOW; i++) {
-        const step = order.next();
-        if (step.done) {
-          this.exhausted = true;
-          break;
-        }
-        offsets.push(step.value);
-      }
-      if (offsets.length === 0) return undefined;
-      const vips = offsets.map((offset) => this.pool.addressAt(offset));
-      const existing = await this.claims.getAddresses(vips);
-      offsets.forEach((offset, index) => {
-        const vip = vips[index] as string;
-        const claim = existing.get(vip);
-        if (claim === undefined) {
-          this.buffer.push({ vip, offset });
-        } else if (
-          claim.releasedAt !== undefined &&
-          quarantineOver(claim.releasedAt, this.nowMs, this.quarantineSeconds)
-        ) {
-          this.buffer.push({ vip, offset, reclaimFrom: claim });
-        }
-      });
+    const offsets: bigint[] = [];
+    for (let i = 0; i < WINDOW; i++) {
+      const step = order.next();
+      if (step.done) break;
+      offsets.push(step.value);
     }
-    return this.buffer.shift();
+    if (offsets.length < WINDOW) this.cycleRead = true;
+    if (offsets.length === 0) return;
+    const vips = offsets.map((offset) => this.pool.addressAt(offset));
+    const existing = await this.claims.getAddresses(vips);
+    offsets.forEach((offset, index) => {
+      const vip = vips[index] as string;
+      const claim = existing.get(vip);
+      if (claim === undefined) {
+        this.buffer.push({ vip, offset });
+      } else if (
+        claim.releasedAt !== undefined &&
+        quarantineOver(claim.releasedAt, this.nowMs, this.quarantineSeconds)
+      ) {
+        this.buffer.push({ vip, offset, reclaimFrom: claim });
+      }
+    });
   }
 
-  /**
-   * Another invocation took a candidate first: it is probably working through the same
-   * addresses, so continue from a random place in the buffer (nothing is dropped: the
-   * skipped candidates move to the end).
-   */
-  conflicted(): void {
-    if (this.buffer.length < 2) return;
-    const k = Math.floor(this.random() * this.buffer.length);
-    this.buffer = [...this.buffer.slice(k), ...this.buffer.slice(0, k)];
-  }
-
-  /** Records that `candidate` was claimed, so the cursor moves past it. */
+  /** `candidate` was claimed: the cursor moves past it. */
   taken(candidate: AddressCandidate): void {
     if (this.lastTaken === undefined || candidate.offset > this.lastTaken) {
       this.lastTaken = candidate.offset;
     }
     if (candidate.reclaimFrom === undefined) this.newlyClaimed++;
+    this.settle();
+  }
+
+  /**
+   * `candidate` was not used (the service turned out to hold a claim, or the pass gave up): it
+   * goes back to the front, so a fresh state allocates without holes.
+   */
+  returned(candidate: AddressCandidate): void {
+    this.buffer.unshift(candidate);
+    this.settle();
+  }
+
+  /**
+   * Another invocation took `candidate` first: it is dropped, and since the other invocation
+   * is probably working through the same addresses, the search continues from a random place
+   * in the buffer (nothing else is dropped: the skipped candidates move to the end).
+   */
+  conflicted(_candidate: AddressCandidate): void {
+    if (this.buffer.length >= 2) {
+      const k = Math.floor(this.random() * this.buffer.length);
+      this.buffer = [...this.buffer.slice(k), ...this.buffer.slice(0, k)];
+    }
+    this.settle();
+  }
+
+  /** `candidate` is of no use to anyone (e.g. the service's own released address). */
+  discard(_candidate: AddressCandidate): void {
+    this.settle();
+  }
+
+  /** A service was released during this invocation: with no quarantine its address is free. */
+  freed(): void {
+    if (this.quarantineSeconds === 0) this.freedSinceCycle = true;
+  }
+
+  private settle(): void {
+    this.outstanding = Math.max(0, this.outstanding - 1);
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** Persists the cursor past the last address taken; returns the range's claim count. */

@@ -1,6 +1,13 @@
 import { RetriesExhaustedError, VersionConflictError } from "../domain/errors.ts";
-import { buildContent, exhaustedReason, planMesh, sameContent } from "../domain/plan.ts";
+import {
+  alignWithClaims,
+  buildContent,
+  exhaustedReason,
+  planMesh,
+  sameContent,
+} from "../domain/plan.ts";
 import type { VipPool } from "../domain/pool.ts";
+import { emptyRecord, own, recordOf } from "../domain/records.ts";
 import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
@@ -124,7 +131,7 @@ async function attemptOnce(
     }
     await vipItems.delete(mesh, current.version);
     let released = 0;
-    for (const service of Object.keys(current.vips)) {
+    for (const service of new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])) {
       const result = await deps.claims.leave(
         service,
         mesh,
@@ -142,7 +149,15 @@ async function attemptOnce(
       services: Object.keys(current.vips).length,
       released,
     });
-    const deleted = outcome(mesh, "deleted", current.version, {}, { ...current.vips }, [], attempt);
+    const deleted = outcome(
+      mesh,
+      "deleted",
+      current.version,
+      {},
+      recordOf(Object.entries(current.vips)),
+      [],
+      attempt,
+    );
     return { outcome: deleted, settled: await inputsStill(mesh, deps, false, []) };
   }
 
@@ -153,20 +168,39 @@ async function attemptOnce(
   const { services, issues } = deriveServiceSet(mesh, dataplanes, ingresses);
   for (const issue of [...source.drainIssues(), ...issues]) telemetry.badInput(issue);
 
-  const plan = planMesh(current, services, pool);
+  // Read before the claims: a claim that moves after this read bumps the count again.
+  const renumberings = await deps.claims.getRenumberings();
+  const verify = current !== undefined && current.renumberings !== renumberings;
+  const wanted = new Set(services);
+  const priorLeaving = (current?.leaving ?? []).filter((service) => !wanted.has(service));
+  let plan = planMesh(current, services, pool);
+  const claimed = await deps.claims.getServices([
+    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving]),
+  ]);
+  if (verify) {
+    plan = alignWithClaims(
+      plan,
+      new Map([...claimed].map(([service, claim]) => [service, claim.vip])),
+    );
+  }
+  // Services an earlier write dropped whose membership of this mesh is still recorded.
+  const stillMembers = priorLeaving.filter(
+    (service) =>
+      current !== undefined &&
+      claimed.get(service)?.meshes.get(mesh)?.incarnation === current.incarnation,
+  );
   const incarnation = current?.incarnation ?? deps.newId();
   const version = (current?.version ?? 0) + 1;
   const membership: Membership = { incarnation, version };
   const assigned = new Map(plan.keep);
   const unallocated = new Map<string, string>();
-  const added: Record<string, string> = {};
+  const added = emptyRecord<string>();
   const nowMs = deps.now();
   const finder =
     deps.addresses ??
     new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds, deps.random);
   const cutoffMs = nowMs - deps.quarantineSeconds * 1000;
 
-  const claimed = await deps.claims.getServices(plan.needed);
   for (const service of plan.needed) {
     const vip = await obtainVip(service, {
       mesh,
@@ -209,14 +243,33 @@ async function attemptOnce(
   }
 
   const content = buildContent(assigned, unallocated, pool.cidr);
-  const removed = Object.fromEntries(plan.removed);
+  const removed = recordOf(plan.removed);
   if (sameContent(current, content)) {
     await retract(mesh, deps, asserted, current);
+    if (current !== undefined && stillMembers.length > 0) {
+      // The write that dropped them was not followed by the leave (a crash, a lost response):
+      // finish it now.
+      const releasedNow = await leaveAll(stillMembers, mesh, current, deps);
+      if (releasedNow > 0) {
+        telemetry.metric(METRIC.releases, "Count", releasedNow);
+        finder.freed();
+      }
+    }
     return settled(
       outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
     );
   }
 
+  // Services that left, and renumbered services that found no address in the new range: the
+  // item no longer lists them, so the mesh leaves their claims (recorded on the item first, so
+  // a pass after a crash between the write and the leave finishes it).
+  const leaving = [
+    ...new Set([
+      ...plan.removed.keys(),
+      ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
+      ...stillMembers,
+    ]),
+  ];
   const item: VipItem = {
     mesh,
     version,
@@ -225,23 +278,15 @@ async function attemptOnce(
     updatedAt: new Date(deps.now()).toISOString(),
     ...(unallocated.size > 0 ? { unallocated: content.unallocated } : {}),
     incarnation,
+    renumberings,
+    ...(leaving.length > 0 ? { leaving } : {}),
   };
   const bytes = await vipItems.put(item, current?.version);
   telemetry.metric(METRIC.meshWrites, "Count", 1);
   telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
 
-  let released = 0;
-  // Services that left, and renumbered services that found no address in the new range: the
-  // item no longer lists them, so the mesh leaves their claims.
-  const leaving = [
-    ...plan.removed.keys(),
-    ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
-  ];
-  for (const service of leaving) {
-    if ((await deps.claims.leave(service, mesh, incarnation, version, deps.now())) === "released") {
-      released++;
-    }
-  }
+  const released = await leaveAll(leaving, mesh, item, deps);
+  if (released > 0) finder.freed();
   await retract(mesh, deps, asserted, item);
   const allocations = Object.keys(added).length;
   if (allocations > 0) telemetry.metric(METRIC.allocations, "Count", allocations);
@@ -268,6 +313,27 @@ async function attemptOnce(
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
   const fresh = await inputsStill(mesh, deps, true, services);
   return { outcome: written, settled: fresh && !freedForWaiting };
+}
+
+/** Leaves `mesh` for each service, up to `item`'s version; returns how many were released. */
+async function leaveAll(
+  services: readonly string[],
+  mesh: string,
+  item: VipItem,
+  deps: ReconcileDeps,
+): Promise<number> {
+  let released = 0;
+  for (const service of services) {
+    const result = await deps.claims.leave(
+      service,
+      mesh,
+      item.incarnation,
+      item.version,
+      deps.now(),
+    );
+    if (result === "released") released++;
+  }
+  return released;
 }
 
 /** Persists a finder's cursor and reports the range's use. */
@@ -306,6 +372,7 @@ const CLAIM_ATTEMPTS = 8;
 async function obtainVip(service: string, ctx: ObtainContext): Promise<string | undefined> {
   const { deps, finder, mesh, membership } = ctx;
   let claim = ctx.prefetched.get(service);
+  let checkedWhenNone = false;
   for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
     if (attempt > 0) claim = (await deps.claims.getServices([service])).get(service);
     if (claim !== undefined) {
@@ -323,38 +390,63 @@ async function obtainVip(service: string, ctx: ObtainContext): Promise<string | 
       }
     }
     const candidate = await finder.next();
-    if (candidate === undefined) return undefined;
-    if (candidate.reclaimFrom?.owner === service) {
-      // Our own released address, seen by the finder after our claim read: re-read the claim
-      // (it will be joined) instead of reclaiming from ourselves.
+    if (candidate === undefined) {
+      // Honest exhaustion: a concurrent pass may have claimed this very service meanwhile; a
+      // service that holds a claim is never unallocated. Read it once more.
+      if (checkedWhenNone) return undefined;
+      checkedWhenNone = true;
       continue;
     }
-    const result =
-      claim === undefined
-        ? await deps.claims.claimNew(service, candidate, mesh, membership, ctx.nowMs, ctx.cutoffMs)
-        : await deps.claims.moveClaim(
-            service,
-            claim.vip,
-            candidate,
-            mesh,
-            membership,
-            ctx.nowMs,
-            ctx.cutoffMs,
-          );
-    if (result === "ok") {
-      finder.taken(candidate);
-      if (candidate.reclaimFrom !== undefined) {
-        deps.telemetry.metric(METRIC.reclaims, "Count", 1);
-        deps.telemetry.info("address reclaimed after quarantine", {
-          vip: candidate.vip,
-          from: candidate.reclaimFrom.owner,
-          to: service,
-        });
+    let settled = false;
+    try {
+      if (candidate.reclaimFrom?.owner === service) {
+        // Our own released address, seen by the finder after our claim read: re-read the
+        // claim (it will be joined) instead of reclaiming from ourselves.
+        finder.discard(candidate);
+        settled = true;
+        continue;
       }
-      return candidate.vip;
+      const result =
+        claim === undefined
+          ? await deps.claims.claimNew(
+              service,
+              candidate,
+              mesh,
+              membership,
+              ctx.nowMs,
+              ctx.cutoffMs,
+            )
+          : await deps.claims.moveClaim(
+              service,
+              claim.vip,
+              candidate,
+              mesh,
+              membership,
+              ctx.nowMs,
+              ctx.cutoffMs,
+            );
+      if (result === "ok") {
+        finder.taken(candidate);
+        settled = true;
+        if (candidate.reclaimFrom !== undefined) {
+          deps.telemetry.metric(METRIC.reclaims, "Count", 1);
+          deps.telemetry.info("address reclaimed after quarantine", {
+            vip: candidate.vip,
+            from: candidate.reclaimFrom.owner,
+            to: service,
+          });
+        }
+        return candidate.vip;
+      }
+      // Lost the address to another invocation, or the service claim changed under us (the
+      // address is still free: it goes back for the next service).
+      if (result === "address-taken") finder.conflicted(candidate);
+      else finder.returned(candidate);
+      settled = true;
+      deps.telemetry.metric(METRIC.conflicts, "Count", 1);
+    } finally {
+      if (!settled) finder.returned(candidate);
     }
-    if (result === "address-taken") finder.conflicted();
-    deps.telemetry.metric(METRIC.conflicts, "Count", 1);
   }
   throw new VersionConflictError(`claim of service ${service}`);
 }
@@ -372,7 +464,7 @@ async function retract(
   committed: VipItem | undefined,
 ): Promise<void> {
   for (const [service, membership] of asserted) {
-    const listed = committed === undefined ? undefined : committed.vips[service];
+    const listed = own(committed?.vips, service);
     if (committed !== undefined && listed !== undefined) {
       // Our speculative create may have overwritten the membership of the incarnation that
       // won; assert it again for the committed incarnation so a later leave can match it.

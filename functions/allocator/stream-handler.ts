@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
-import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { isAllocatorError } from "../domain/errors.ts";
+import { DocumentClient } from "../store/document-client.ts";
 import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
@@ -48,9 +48,7 @@ export function createStreamHandler(
 ): StreamHandler {
   const telemetry = options.telemetry ?? new PowertoolsTelemetry();
   const client = options.client ?? createDynamoClient(config);
-  const doc = DynamoDBDocumentClient.from(client, {
-    marshallOptions: { removeUndefinedValues: true },
-  });
+  const doc = new DocumentClient(client);
   const vipItems = new DynamoVipItemStore(doc, config.tables.vips);
   const claims = new DynamoClaimStore(doc, config.tables.claims, randomUUID);
   const now = options.now ?? Date.now;
@@ -60,7 +58,17 @@ export function createStreamHandler(
     try {
       const byMesh = new Map<string, string[]>();
       let oldest: number | undefined;
-      for (const record of event.Records ?? []) {
+      const records: unknown = event?.Records;
+      if (!Array.isArray(records)) {
+        telemetry.badInput({
+          table: "(unknown)",
+          key: {},
+          field: "Records",
+          reason: event === null || event === undefined ? "no event" : "missing or not a list",
+        });
+        return { batchItemFailures: [] };
+      }
+      for (const record of records as DynamoDBStreamEvent["Records"]) {
         const decoded = decodeRecord(record, config.tables);
         if (!decoded.ok) {
           telemetry.badInput(decoded.issue);

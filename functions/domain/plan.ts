@@ -1,4 +1,5 @@
 import type { VipPool } from "./pool.ts";
+import { own, recordOf } from "./records.ts";
 import { compareServices } from "./service-set.ts";
 import type { VipContent, VipItem } from "./types.ts";
 
@@ -8,7 +9,10 @@ export interface MeshPlan {
   readonly keep: ReadonlyMap<string, string>;
   /** Services that need a VIP from the global claims, in sorted order. */
   readonly needed: readonly string[];
-  /** Subset of `needed`: services whose VIP here lies outside the range (renumbered). */
+  /**
+   * Subset of `needed`: services whose VIP here must change (renumbered): it lies outside the
+   * range, or it is not the VIP of the service's global claim (see {@link alignWithClaims}).
+   */
   readonly outOfRange: ReadonlyMap<string, string>;
   /** Services that left this mesh, with the VIP they held here. */
   readonly removed: ReadonlyMap<string, string>;
@@ -27,13 +31,13 @@ export function planMesh(
   services: readonly string[],
   pool: VipPool,
 ): MeshPlan {
-  const held = current?.vips ?? {};
+  const held = current?.vips;
   const wanted = new Set(services);
   const keep = new Map<string, string>();
   const outOfRange = new Map<string, string>();
   const needed: string[] = [];
   for (const service of [...wanted].sort(compareServices)) {
-    const vip = Object.hasOwn(held, service) ? held[service] : undefined;
+    const vip = own(held, service);
     const canonical = vip === undefined ? undefined : pool.canonical(vip);
     if (canonical !== undefined) {
       keep.set(service, canonical);
@@ -43,15 +47,38 @@ export function planMesh(
     needed.push(service);
   }
   const removed = new Map<string, string>();
-  for (const [service, vip] of Object.entries(held)) {
+  for (const [service, vip] of Object.entries(held ?? {})) {
     if (!wanted.has(service)) removed.set(service, vip);
   }
   return { keep, needed, outOfRange, removed };
 }
 
+/**
+ * Moves to `needed` every kept service whose VIP here is not its global claim's VIP.
+ *
+ * Invariant 4 (same service, same VIP): a claim moves only when a range change renumbers it,
+ * so a mesh not reconciled under that range may still list the old VIP; even if that VIP is in
+ * the range again (a wider range, or a rollback), the claim is the truth and every mesh follows
+ * it.
+ */
+export function alignWithClaims(plan: MeshPlan, claimVips: ReadonlyMap<string, string>): MeshPlan {
+  const keep = new Map(plan.keep);
+  const outOfRange = new Map(plan.outOfRange);
+  const needed = [...plan.needed];
+  for (const [service, vip] of plan.keep) {
+    const claimed = claimVips.get(service);
+    if (claimed === undefined || claimed === vip) continue;
+    keep.delete(service);
+    outOfRange.set(service, vip);
+    needed.push(service);
+  }
+  needed.sort(compareServices);
+  return { keep, needed, outOfRange, removed: plan.removed };
+}
+
 function sortedRecord(entries: Iterable<[string, string]>): Record<string, string> {
   const list = [...entries].sort(([a], [b]) => compareServices(a, b));
-  return Object.fromEntries(list);
+  return recordOf(list);
 }
 
 /** Builds the content of a VIP item from assignments and unallocated reasons. */
@@ -66,7 +93,7 @@ export function buildContent(
 function sameRecord(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) {
   const keys = Object.keys(a);
   if (keys.length !== Object.keys(b).length) return false;
-  return keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
+  return keys.every((key) => own(b, key) !== undefined && own(a, key) === own(b, key));
 }
 
 /** True when writing `next` over `current` would change nothing a reader sees. */

@@ -11,14 +11,8 @@ export const MAX_TAGS = 256;
 
 export const DATAPLANES = "dataplanes";
 
-/**
- * Names that pass Kuma's character rule but cannot be a key of a plain JS object map (the SDK's
- * marshalling drops them); treated as bad input. Decision in the README.
- */
-const RESERVED_NAMES = new Set(["__proto__"]);
-
 export function isValidServiceName(value: unknown): value is string {
-  return typeof value === "string" && SERVICE_NAME.test(value) && !RESERVED_NAMES.has(value);
+  return typeof value === "string" && SERVICE_NAME.test(value);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -93,9 +87,7 @@ export function readDataplane(record: DataplaneRecord): DataplaneContribution {
       issue(
         `${field}.${SERVICE_TAG}`,
         typeof service === "string"
-          ? RESERVED_NAMES.has(service)
-            ? `reserved service name ${JSON.stringify(service)}`
-            : `invalid service name ${JSON.stringify(service.slice(0, 300))}: expected 1-253 of [A-Za-z0-9.-_:]`
+          ? `invalid service name ${JSON.stringify(service.slice(0, 300))}: expected 1-253 of [A-Za-z0-9.-_:]`
           : `not a string (${Array.isArray(service) ? "list" : typeof service})`,
       );
       return undefined;

@@ -17,6 +17,17 @@ export interface VipItem {
    * remove a membership of the new one. Not needed by readers.
    */
   readonly incarnation: string;
+  /**
+   * The claims' renumbering count at which every listed VIP was checked against its service's
+   * claim (a claim moves only when a range change renumbers it). Not needed by readers.
+   */
+  readonly renumberings?: number;
+  /**
+   * Services this item stopped listing whose membership of the mesh may still be recorded in
+   * their claim (the write that dropped them, or one before it, may not have been followed by
+   * the leave). Any later pass retracts them. Not needed by readers.
+   */
+  readonly leaving?: readonly string[];
 }
 
 /** The content of a VIP item: what a write changes. */

@@ -1,16 +1,7 @@
-import {
-  ConditionalCheckFailedException,
-  TransactionCanceledException,
-} from "@aws-sdk/client-dynamodb";
-import {
-  BatchGetCommand,
-  type DynamoDBDocumentClient,
-  GetCommand,
-  TransactWriteCommand,
-  type TransactWriteCommandInput,
-  UpdateCommand,
-} from "@aws-sdk/lib-dynamodb";
+import { TransactionCanceledException } from "@aws-sdk/client-dynamodb";
+import { recordOf } from "../domain/records.ts";
 import type { Membership } from "../domain/types.ts";
+import { ConditionFailed, type DocumentClient, type TransactItem } from "./document-client.ts";
 import type {
   AddressCandidate,
   AddressClaim,
@@ -19,11 +10,11 @@ import type {
   ServiceClaim,
 } from "./ports.ts";
 
-type TransactItem = NonNullable<TransactWriteCommandInput["TransactItems"]>[number];
-
 export const serviceKey = (service: string): string => `svc#${service}`;
 export const addressKey = (vip: string): string => `addr#${vip}`;
 export const poolKey = (cidr: string): string => `pool#${cidr}`;
+/** Counts claim moves (renumberings): a mesh item checked at this count lists no stale VIP. */
+export const RENUMBERINGS_KEY = "renumberings";
 
 /** Stored form of a membership: `meshes.<mesh> = {i: incarnation, v: version}`. */
 function membershipValue(membership: Membership): { i: string; v: number } {
@@ -86,7 +77,7 @@ function cancelledIndexes(error: unknown): Set<number> | undefined {
  */
 export class DynamoClaimStore implements ClaimStore {
   constructor(
-    private readonly doc: DynamoDBDocumentClient,
+    private readonly doc: DocumentClient,
     private readonly table: string,
     private readonly newId: () => string,
   ) {}
@@ -127,47 +118,41 @@ export class DynamoClaimStore implements ClaimStore {
     };
     try {
       if (!wasReleased) {
-        await this.doc.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: { pk: serviceKey(service) },
-            UpdateExpression: "SET #meshes.#m = :mem",
-            ConditionExpression: `vip = :vip AND attribute_not_exists(releasedAt) AND ${NOT_LOWER}`,
-            ExpressionAttributeNames: names,
-            ExpressionAttributeValues: values,
-          }),
-        );
+        await this.doc.update({
+          TableName: this.table,
+          Key: { pk: serviceKey(service) },
+          UpdateExpression: "SET #meshes.#m = :mem",
+          ConditionExpression: `vip = :vip AND attribute_not_exists(releasedAt) AND ${NOT_LOWER}`,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        });
       } else {
-        await this.doc.send(
-          new TransactWriteCommand({
-            TransactItems: [
-              {
-                Update: {
-                  TableName: this.table,
-                  Key: { pk: serviceKey(service) },
-                  UpdateExpression: "SET #meshes.#m = :mem REMOVE releasedAt",
-                  ConditionExpression: `vip = :vip AND attribute_exists(releasedAt) AND ${NOT_LOWER}`,
-                  ExpressionAttributeNames: names,
-                  ExpressionAttributeValues: values,
-                },
-              },
-              {
-                Update: {
-                  TableName: this.table,
-                  Key: { pk: addressKey(vip) },
-                  UpdateExpression: "REMOVE releasedAt",
-                  ConditionExpression: "#owner = :svc",
-                  ExpressionAttributeNames: { "#owner": "owner" },
-                  ExpressionAttributeValues: { ":svc": service },
-                },
-              },
-            ],
-          }),
-        );
+        await this.doc.transactWrite([
+          {
+            Update: {
+              TableName: this.table,
+              Key: { pk: serviceKey(service) },
+              UpdateExpression: "SET #meshes.#m = :mem REMOVE releasedAt",
+              ConditionExpression: `vip = :vip AND attribute_exists(releasedAt) AND ${NOT_LOWER}`,
+              ExpressionAttributeNames: names,
+              ExpressionAttributeValues: values,
+            },
+          },
+          {
+            Update: {
+              TableName: this.table,
+              Key: { pk: addressKey(vip) },
+              UpdateExpression: "REMOVE releasedAt",
+              ConditionExpression: "#owner = :svc",
+              ExpressionAttributeNames: { "#owner": "owner" },
+              ExpressionAttributeValues: { ":svc": service },
+            },
+          },
+        ]);
       }
       return true;
     } catch (error) {
-      if (!(error instanceof ConditionalCheckFailedException) && !cancelledIndexes(error)) {
+      if (!(error instanceof ConditionFailed) && !cancelledIndexes(error)) {
         throw error;
       }
       // Lost a condition: fine if the claim already carries this mesh at a version at least
@@ -203,7 +188,7 @@ export class DynamoClaimStore implements ClaimStore {
           kind: "service",
           service,
           vip: candidate.vip,
-          meshes: { [mesh]: membershipValue(membership) },
+          meshes: recordOf([[mesh, membershipValue(membership)]]),
           claimedAt: nowMs,
         },
         ConditionExpression: "attribute_not_exists(pk)",
@@ -239,6 +224,16 @@ export class DynamoClaimStore implements ClaimStore {
         },
       },
     });
+    // Every move is counted, so each mesh item that still lists the old VIP is checked against
+    // the claims when next reconciled (the count it was checked at is on the item).
+    items.push({
+      Update: {
+        TableName: this.table,
+        Key: { pk: RENUMBERINGS_KEY },
+        UpdateExpression: "SET kind = :kind ADD moves :one",
+        ExpressionAttributeValues: { ":kind": "renumberings", ":one": 1 },
+      },
+    });
     // The old address claim is kept, owned by the service: meshes not yet reconciled under the
     // new range still list it, and a rolled-back range would bring it back in range; it must
     // never go to another service. (It is not reclaimed: a known, bounded leak per CIDR change.)
@@ -252,85 +247,97 @@ export class DynamoClaimStore implements ClaimStore {
     upToVersion: number,
     nowMs: number,
   ): Promise<"released" | "left" | "kept"> {
-    let remaining: Record<string, unknown>;
+    let removed = true;
+    let found: Record<string, unknown> | undefined;
     try {
-      const result = await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: serviceKey(service) },
-          UpdateExpression: "REMOVE #meshes.#m",
-          ConditionExpression: "#meshes.#m.#i = :inc AND #meshes.#m.#v <= :ver",
-          ExpressionAttributeNames: membershipNames(mesh),
-          ExpressionAttributeValues: { ":inc": incarnation, ":ver": upToVersion },
-          ReturnValues: "ALL_NEW",
-        }),
-      );
-      remaining = result.Attributes ?? {};
+      found = await this.doc.update({
+        TableName: this.table,
+        Key: { pk: serviceKey(service) },
+        UpdateExpression: "REMOVE #meshes.#m",
+        ConditionExpression: "#meshes.#m.#i = :inc AND #meshes.#m.#v <= :ver",
+        ExpressionAttributeNames: membershipNames(mesh),
+        ExpressionAttributeValues: { ":inc": incarnation, ":ver": upToVersion },
+        ReturnValues: "ALL_NEW",
+      });
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return "kept";
-      throw error;
+      if (!(error instanceof ConditionFailed)) throw error;
+      // Not ours to remove, or already removed (perhaps by this very request, whose response
+      // was lost and retried): look at what is there now.
+      removed = false;
+      found = await this.doc.get({
+        TableName: this.table,
+        Key: { pk: serviceKey(service) },
+        ConsistentRead: true,
+      });
     }
-    const claim = decodeService(remaining);
-    if (claim.meshes.size > 0 || claim.releasedAt !== undefined) return "left";
+    if (found === undefined) return "kept";
+    const claim = decodeService(found);
+    if (claim.meshes.size > 0 || claim.releasedAt !== undefined) return removed ? "left" : "kept";
+    // No mesh uses the service any more and it is not released yet: release it.
     try {
-      await this.doc.send(
-        new TransactWriteCommand({
-          TransactItems: [
-            {
-              Update: {
-                TableName: this.table,
-                Key: { pk: serviceKey(service) },
-                UpdateExpression: "SET releasedAt = :now",
-                ConditionExpression:
-                  "size(#meshes) = :zero AND attribute_not_exists(releasedAt) AND vip = :vip",
-                ExpressionAttributeNames: { "#meshes": "meshes" },
-                ExpressionAttributeValues: { ":now": nowMs, ":zero": 0, ":vip": claim.vip },
-              },
-            },
-            {
-              Update: {
-                TableName: this.table,
-                Key: { pk: addressKey(claim.vip) },
-                UpdateExpression: "SET releasedAt = :now",
-                ConditionExpression: "#owner = :svc",
-                ExpressionAttributeNames: { "#owner": "owner" },
-                ExpressionAttributeValues: { ":now": nowMs, ":svc": service },
-              },
-            },
-          ],
-        }),
-      );
+      await this.doc.transactWrite([
+        {
+          Update: {
+            TableName: this.table,
+            Key: { pk: serviceKey(service) },
+            UpdateExpression: "SET releasedAt = :now",
+            ConditionExpression:
+              "size(#meshes) = :zero AND attribute_not_exists(releasedAt) AND vip = :vip",
+            ExpressionAttributeNames: { "#meshes": "meshes" },
+            ExpressionAttributeValues: { ":now": nowMs, ":zero": 0, ":vip": claim.vip },
+          },
+        },
+        {
+          Update: {
+            TableName: this.table,
+            Key: { pk: addressKey(claim.vip) },
+            UpdateExpression: "SET releasedAt = :now",
+            ConditionExpression: "#owner = :svc",
+            ExpressionAttributeNames: { "#owner": "owner" },
+            ExpressionAttributeValues: { ":now": nowMs, ":svc": service },
+          },
+        },
+      ]);
       return "released";
     } catch (error) {
-      if (cancelledIndexes(error)) return "left";
+      if (cancelledIndexes(error)) return removed ? "left" : "kept";
       throw error;
     }
   }
 
   async readCursor(cidr: string): Promise<bigint> {
-    const result = await this.doc.send(
-      new GetCommand({ TableName: this.table, Key: { pk: poolKey(cidr) }, ConsistentRead: true }),
-    );
-    const next = result.Item?.next;
+    const item = await this.doc.get({
+      TableName: this.table,
+      Key: { pk: poolKey(cidr) },
+      ConsistentRead: true,
+    });
+    const next = item?.next;
     return typeof next === "string" && /^\d+$/.test(next) ? BigInt(next) : 0n;
   }
 
+  async getRenumberings(): Promise<number> {
+    const item = await this.doc.get({
+      TableName: this.table,
+      Key: { pk: RENUMBERINGS_KEY },
+      ConsistentRead: true,
+    });
+    return typeof item?.moves === "number" ? item.moves : 0;
+  }
+
   async advanceCursor(cidr: string, next: bigint, newlyClaimed: number): Promise<number> {
-    const result = await this.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: poolKey(cidr) },
-        UpdateExpression: "SET #next = :next, kind = :kind ADD claimed :n",
-        ExpressionAttributeNames: { "#next": "next" },
-        ExpressionAttributeValues: {
-          ":next": next.toString(),
-          ":n": newlyClaimed,
-          ":kind": "pool",
-        },
-        ReturnValues: "ALL_NEW",
-      }),
-    );
-    return Number(result.Attributes?.claimed ?? 0);
+    const result = await this.doc.update({
+      TableName: this.table,
+      Key: { pk: poolKey(cidr) },
+      UpdateExpression: "SET #next = :next, kind = :kind ADD claimed :n",
+      ExpressionAttributeNames: { "#next": "next" },
+      ExpressionAttributeValues: {
+        ":next": next.toString(),
+        ":n": newlyClaimed,
+        ":kind": "pool",
+      },
+      ReturnValues: "ALL_NEW",
+    });
+    return Number(result?.claimed ?? 0);
   }
 
   /** Transaction items that take `candidate` for `service` (reclaiming it if released). */
@@ -387,7 +394,7 @@ export class DynamoClaimStore implements ClaimStore {
 
   private async transact(items: TransactItem[], serviceIndex: number): Promise<ClaimOutcome> {
     try {
-      await this.doc.send(new TransactWriteCommand({ TransactItems: items }));
+      await this.doc.transactWrite(items);
       return "ok";
     } catch (error) {
       const failed = cancelledIndexes(error);
@@ -397,21 +404,9 @@ export class DynamoClaimStore implements ClaimStore {
   }
 
   private async batchGet(keys: string[]): Promise<Record<string, unknown>[]> {
-    const out: Record<string, unknown>[] = [];
-    for (let i = 0; i < keys.length; i += 100) {
-      let request: Record<string, { Keys: Record<string, unknown>[]; ConsistentRead: boolean }> = {
-        [this.table]: { Keys: keys.slice(i, i + 100).map((pk) => ({ pk })), ConsistentRead: true },
-      };
-      for (let round = 0; Object.keys(request).length > 0; round++) {
-        if (round > 0) await new Promise((r) => setTimeout(r, Math.min(1000, 20 * 2 ** round)));
-        const result = await this.doc.send(new BatchGetCommand({ RequestItems: request }));
-        out.push(...(result.Responses?.[this.table] ?? []));
-        const rest = result.UnprocessedKeys?.[this.table]?.Keys;
-        request =
-          rest && rest.length > 0 ? { [this.table]: { Keys: rest, ConsistentRead: true } } : {};
-        if (round > 10) throw new Error(`BatchGetItem on ${this.table}: keys still unprocessed`);
-      }
-    }
-    return out;
+    return await this.doc.batchGet(
+      this.table,
+      keys.map((pk) => ({ pk })),
+    );
   }
 }

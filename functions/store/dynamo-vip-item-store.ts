@@ -1,12 +1,6 @@
-import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
-import {
-  DeleteCommand,
-  type DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-} from "@aws-sdk/lib-dynamodb";
 import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
+import { ConditionFailed, type DocumentClient } from "./document-client.ts";
 import type { VipItemStore } from "./ports.ts";
 import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
@@ -17,38 +11,34 @@ import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
  */
 export class DynamoVipItemStore implements VipItemStore {
   constructor(
-    private readonly doc: DynamoDBDocumentClient,
+    private readonly doc: DocumentClient,
     private readonly table: string,
   ) {}
 
   async get(mesh: string): Promise<VipItem | undefined> {
-    const result = await this.doc.send(
-      new GetCommand({ TableName: this.table, Key: { mesh }, ConsistentRead: true }),
-    );
-    return result.Item === undefined ? undefined : decodeVipItem(result.Item);
+    const item = await this.doc.get({ TableName: this.table, Key: { mesh }, ConsistentRead: true });
+    return item === undefined ? undefined : decodeVipItem(item);
   }
 
   async put(item: VipItem, expectedVersion: number | undefined): Promise<number> {
     const { stored, bytes } = encodeVipItem(item);
     try {
-      await this.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: stored,
-          ...(expectedVersion === undefined
-            ? {
-                ConditionExpression: "attribute_not_exists(#m)",
-                ExpressionAttributeNames: { "#m": "mesh" },
-              }
-            : {
-                ConditionExpression: "#v = :expected",
-                ExpressionAttributeNames: { "#v": "version" },
-                ExpressionAttributeValues: { ":expected": expectedVersion },
-              }),
-        }),
-      );
+      await this.doc.put({
+        TableName: this.table,
+        Item: stored,
+        ...(expectedVersion === undefined
+          ? {
+              ConditionExpression: "attribute_not_exists(#m)",
+              ExpressionAttributeNames: { "#m": "mesh" },
+            }
+          : {
+              ConditionExpression: "#v = :expected",
+              ExpressionAttributeNames: { "#v": "version" },
+              ExpressionAttributeValues: { ":expected": expectedVersion },
+            }),
+      });
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) {
+      if (error instanceof ConditionFailed) {
         throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expectedVersion);
       }
       throw error;
@@ -58,17 +48,15 @@ export class DynamoVipItemStore implements VipItemStore {
 
   async delete(mesh: string, expectedVersion: number): Promise<void> {
     try {
-      await this.doc.send(
-        new DeleteCommand({
-          TableName: this.table,
-          Key: { mesh },
-          ConditionExpression: "#v = :expected",
-          ExpressionAttributeNames: { "#v": "version" },
-          ExpressionAttributeValues: { ":expected": expectedVersion },
-        }),
-      );
+      await this.doc.delete({
+        TableName: this.table,
+        Key: { mesh },
+        ConditionExpression: "#v = :expected",
+        ExpressionAttributeNames: { "#v": "version" },
+        ExpressionAttributeValues: { ":expected": expectedVersion },
+      });
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) {
+      if (error instanceof ConditionFailed) {
         throw new VersionConflictError(`VIP item of mesh ${mesh}`, expectedVersion);
       }
       throw error;

@@ -107,6 +107,8 @@ export interface ClaimStore {
     upToVersion: number,
     nowMs: number,
   ): Promise<"released" | "left" | "kept">;
+  /** How many claims have moved to another VIP, ever (renumberings after range changes). */
+  getRenumberings(): Promise<number>;
   /** The next-fit cursor of a range (offset to probe first). */
   readCursor(cidr: string): Promise<bigint>;
   /** Moves the cursor and adds `newlyClaimed` to the range's claim count; returns the count. */

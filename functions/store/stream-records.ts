@@ -34,6 +34,13 @@ function image(value: unknown): unknown {
  * advertises services for. Never throws: an unusable record becomes an issue.
  */
 export function decodeRecord(record: DynamoDBRecord, tables: TableNames): DecodedRecord {
+  if (typeof record !== "object" || record === null) {
+    return {
+      ok: false,
+      sequenceNumber: undefined,
+      issue: { table: "(unknown)", key: {}, field: "(record)", reason: "not an object" },
+    };
+  }
   const sequenceNumber = record.dynamodb?.SequenceNumber;
   const tableName = tableNameFromArn(record.eventSourceARN);
   const keys = (record.dynamodb?.Keys ?? {}) as Record<string, AttributeValue>;

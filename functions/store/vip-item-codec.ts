@@ -1,4 +1,5 @@
 import { gunzipSync, gzipSync } from "node:zlib";
+import { emptyRecord } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 import { itemSizeBytes } from "./attribute-values.ts";
 
@@ -35,11 +36,16 @@ export class VipItemTooLargeError extends Error {
 
 /** Encodes an item, choosing the compact format only when the plain one is too large. */
 export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: number } {
-  const { vips, unallocated, ...rest } = item;
-  const plain: StoredVipItem = { ...rest, vips, ...(unallocated ? { unallocated } : {}) };
+  const { vips, unallocated, leaving, ...rest } = item;
+  const plain: StoredVipItem = {
+    ...rest,
+    vips,
+    ...(unallocated ? { unallocated } : {}),
+    ...(leaving && leaving.length > 0 ? { leaving } : {}),
+  };
   const plainBytes = itemSizeBytes(plain);
   if (plainBytes <= PLAIN_FORMAT_MAX_BYTES) return { stored: plain, bytes: plainBytes };
-  const payload = JSON.stringify({ vips, unallocated: unallocated ?? {} });
+  const payload = JSON.stringify({ vips, unallocated: unallocated ?? {}, leaving: leaving ?? [] });
   const compact: StoredVipItem = {
     ...rest,
     format: 2,
@@ -53,17 +59,22 @@ export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: nu
 
 function stringRecord(value: unknown): Record<string, string> {
   if (typeof value !== "object" || value === null) return {};
-  const out: Record<string, string> = {};
+  const out = emptyRecord<string>();
   for (const [key, inner] of Object.entries(value)) {
     if (typeof inner === "string") out[key] = inner;
   }
   return out;
 }
 
+function stringList(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((entry) => typeof entry === "string") : [];
+}
+
 /** Reads a stored VIP item in either format (the project's reader for downstream code). */
 export function decodeVipItem(raw: StoredVipItem): VipItem {
   let vips = stringRecord(raw.vips);
   let unallocated = stringRecord(raw.unallocated);
+  let leaving = stringList(raw.leaving);
   if (Number(raw.format) === 2) {
     const bytes = raw.vipsGz;
     if (!(bytes instanceof Uint8Array)) {
@@ -72,6 +83,7 @@ export function decodeVipItem(raw: StoredVipItem): VipItem {
     const payload = JSON.parse(gunzipSync(bytes).toString("utf8")) as Record<string, unknown>;
     vips = stringRecord(payload.vips);
     unallocated = stringRecord(payload.unallocated);
+    leaving = stringList(payload.leaving);
   }
   return {
     mesh: String(raw.mesh),
@@ -81,5 +93,7 @@ export function decodeVipItem(raw: StoredVipItem): VipItem {
     updatedAt: String(raw.updatedAt ?? ""),
     ...(Object.keys(unallocated).length > 0 ? { unallocated } : {}),
     incarnation: typeof raw.incarnation === "string" ? raw.incarnation : "",
+    ...(typeof raw.renumberings === "number" ? { renumberings: raw.renumberings } : {}),
+    ...(leaving.length > 0 ? { leaving } : {}),
   };
 }

@@ -1,10 +1,5 @@
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import {
-  DeleteCommand,
-  DynamoDBDocumentClient,
-  PutCommand,
-  ScanCommand,
-} from "@aws-sdk/lib-dynamodb";
+import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { expect } from "vitest";
 import { type AllocatorConfig, loadConfig } from "../../functions/allocator/config.ts";
@@ -16,6 +11,7 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
 import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts";
+import { toPlain } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
@@ -53,9 +49,18 @@ export interface World {
 }
 
 /** Fresh tables (unique names) on the emulator, and the real handler wired to them. */
+export interface WorldOptions {
+  /**
+   * Gives the handler a client of its own, configured here (e.g. with a middleware that injects
+   * faults); the test's own reads and writes keep using a clean client.
+   */
+  readonly handlerClient?: (client: DynamoDBClient) => void;
+}
+
 export async function createWorld(
   moto: MotoServer,
   env: Record<string, string> = {},
+  options: WorldOptions = {},
 ): Promise<World> {
   counter += 1;
   const prefix = `t${process.pid}-${counter}`;
@@ -78,7 +83,16 @@ export async function createWorld(
   });
   await createTables(client, config.tables);
   const telemetry = new InMemoryTelemetry();
-  const handler = createStreamHandler(config, { client, telemetry });
+  let handlerClient = client;
+  if (options.handlerClient !== undefined) {
+    handlerClient = new DynamoDBClient({
+      endpoint: moto.endpoint,
+      region: "us-east-1",
+      credentials: CREDENTIALS,
+    });
+    options.handlerClient(handlerClient);
+  }
+  const handler = createStreamHandler(config, { client: handlerClient, telemetry });
   const delivered: DynamoDBStreamEvent[] = [];
   const poller = new StreamPoller({
     endpoint: moto.endpoint,
@@ -91,16 +105,12 @@ export async function createWorld(
     },
     failureFile: `.local/test-failures-${prefix}.jsonl`,
   });
+  // Raw pages decoded by the project's own codec: names such as `__proto__` survive.
   const scanAll = async (table: string) => {
     const items: Record<string, unknown>[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await doc.send(
-        new ScanCommand({ TableName: table, ExclusiveStartKey: start, ConsistentRead: true }),
-      );
-      items.push(...(page.Items ?? []));
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
+    for await (const page of paginateScan({ client }, { TableName: table, ConsistentRead: true })) {
+      for (const item of page.Items ?? []) items.push(toPlain(item));
+    }
     return items;
   };
   return {
@@ -141,7 +151,10 @@ export async function createWorld(
       return (await scanAll(config.tables.meshes)).map((item) => String(item.name));
     },
     handlerWith(extra) {
-      return createStreamHandler(loadConfig({ ...baseEnv, ...extra }), { client, telemetry });
+      return createStreamHandler(loadConfig({ ...baseEnv, ...extra }), {
+        client: handlerClient,
+        telemetry,
+      });
     },
     invoke(event) {
       return handler(event);
@@ -149,6 +162,7 @@ export async function createWorld(
     close() {
       poller.destroy();
       client.destroy();
+      if (handlerClient !== client) handlerClient.destroy();
     },
   };
 }
@@ -193,7 +207,7 @@ export function ingress(mesh: string, name: string, available: Array<[string, st
  */
 export async function expectInvariants(
   world: World,
-  expected?: Record<string, readonly string[]>,
+  expected?: Record<string, readonly string[]> | ReadonlyMap<string, readonly string[]>,
 ): Promise<VipItem[]> {
   const items = await world.allVipItems();
   const meshes = new Set(await world.meshNames());
@@ -218,15 +232,17 @@ export async function expectInvariants(
     }
   }
   if (expected !== undefined) {
-    const actual: Record<string, string[]> = {};
+    // Maps, not objects: mesh and service names such as `__proto__` are data.
+    const actual = new Map<string, string[]>();
     for (const item of items) {
-      actual[item.mesh] = [
-        ...Object.keys(item.vips),
-        ...Object.keys(item.unallocated ?? {}),
-      ].sort();
+      actual.set(
+        item.mesh,
+        [...Object.keys(item.vips), ...Object.keys(item.unallocated ?? {})].sort(),
+      );
     }
-    const want: Record<string, string[]> = {};
-    for (const [mesh, services] of Object.entries(expected)) want[mesh] = [...services].sort();
+    const want = new Map<string, string[]>();
+    const entries = expected instanceof Map ? [...expected] : Object.entries(expected);
+    for (const [mesh, services] of entries) want.set(mesh, [...services].sort());
     expect(actual).toEqual(want);
   }
   return items;

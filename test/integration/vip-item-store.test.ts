@@ -5,6 +5,7 @@ import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
 
 let moto: MotoServer;
@@ -27,7 +28,7 @@ beforeAll(async () => {
   });
   doc = DynamoDBDocumentClient.from(client);
   await createTables(client, TABLES);
-  store = new DynamoVipItemStore(doc, TABLES.vips);
+  store = new DynamoVipItemStore(new DocumentClient(client), TABLES.vips);
 });
 
 afterAll(async () => {

@@ -4,14 +4,14 @@
  * that commit, except the guards of regression 7 that the old parser already got right
  * (`10.0.0.0/x` rejected; the plain ranges accepted).
  */
-import { DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
-import { type DynamoDBDocumentClient, TransactWriteCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBClient, ScanCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { InvalidCidrError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { isValidServiceName } from "../../functions/domain/service-set.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
@@ -84,8 +84,8 @@ describe("regression 1: VIP_CIDR rolled back before every mesh was renumbered", 
     meshWith(world, "m3", ["t", "u", "v"]);
     await world.reconcile("m3");
 
-    // Assert (invariant 4 may differ between m1 and m2 after a rollback: documented limitation)
-    expect(world.vips("m2")?.s).toBe("10.0.0.0");
+    // Assert (invariant 4 holds after the rollback too: m2 follows s's claim)
+    expect(world.vips("m2")?.s).toBe(world.vips("m1")?.s);
     expectGloballyUnique(world);
     const m3 = world.vipItems.peek("m3");
     expect(Object.values(m3?.vips ?? {})).not.toContain("10.0.0.0");
@@ -102,13 +102,13 @@ describe("regression 1 in the adapter", () => {
   it("DynamoClaimStore moves a claim in a transaction that leaves the old address claim alone", async () => {
     // Arrange
     const sent: unknown[] = [];
-    const doc = {
+    const client = {
       send: async (command: unknown) => {
         sent.push(command);
         return {};
       },
-    } as unknown as DynamoDBDocumentClient;
-    const store = new DynamoClaimStore(doc, "claims", () => "claim-1");
+    } as unknown as DynamoDBClient;
+    const store = new DynamoClaimStore(new DocumentClient(client), "claims", () => "claim-1");
 
     // Act
     const outcome = await store.moveClaim(
@@ -124,16 +124,18 @@ describe("regression 1 in the adapter", () => {
     // Assert
     expect(outcome).toBe("ok");
     expect(sent).toHaveLength(1);
-    const command = sent[0] as TransactWriteCommand;
-    expect(command).toBeInstanceOf(TransactWriteCommand);
+    const command = sent[0] as TransactWriteItemsCommand;
+    expect(command).toBeInstanceOf(TransactWriteItemsCommand);
     const keys = (command.input.TransactItems ?? []).map(
       (item) =>
-        item.Put?.Item?.pk ??
-        item.Update?.Key?.pk ??
-        item.Delete?.Key?.pk ??
-        item.ConditionCheck?.Key?.pk,
+        item.Put?.Item?.pk?.S ??
+        item.Update?.Key?.pk?.S ??
+        item.Delete?.Key?.pk?.S ??
+        item.ConditionCheck?.Key?.pk?.S,
     );
-    expect(keys.sort()).toEqual(["addr#10.0.1.0", "svc#s"]);
+    // The old address claim is not in the transaction; the move is counted.
+    expect(keys).not.toContain("addr#10.0.0.0");
+    expect(keys.sort()).toEqual(["addr#10.0.1.0", "renumberings", "svc#s"]);
   });
 });
 
@@ -346,32 +348,28 @@ describe("regression 5: no quarantine", () => {
   });
 });
 
-describe("regression 6: the service name __proto__", () => {
-  it("is skipped as reserved bad input and never rewrites the item", async () => {
+describe("regression 6: the service name __proto__ (valid since names are data)", () => {
+  it("gets a VIP like any other name and never rewrites the item", async () => {
     // Arrange
     const world = new World();
     meshWith(world, "m", ["__proto__", "web"]);
 
     // Act
     await world.reconcile("m");
-    const issuesOfFirst = [...world.telemetry.issues];
     await world.reconcile("m");
     await world.reconcile("m");
 
     // Assert
-    expect(world.vipItems.peek("m")).toMatchObject({ version: 1, vips: { web: "240.0.0.0" } });
-    expect(Object.keys(world.vips("m") ?? {})).toEqual(["web"]);
-    expect(issuesOfFirst).toHaveLength(1);
-    expect(issuesOfFirst[0]).toMatchObject({
-      table: "dataplanes",
-      key: { mesh: "m", name: "dp-1" },
-      field: "networking.inbound[0].tags.kuma.io/service",
-    });
-    expect(issuesOfFirst[0]?.reason).toContain("reserved");
-    expect(world.claims.serviceClaim("__proto__")).toBeUndefined();
+    const item = world.vipItems.peek("m");
+    expect(item?.version).toBe(1);
+    expect(Object.keys(item?.vips ?? {})).toEqual(["__proto__", "web"]);
+    expect(Object.hasOwn(item?.vips ?? {}, "__proto__")).toBe(true);
+    expect(item?.vips.web).toBe("240.0.0.1");
+    expect(world.telemetry.issues).toEqual([]);
+    expect(world.claims.serviceClaim("__proto__")?.vip).toBe("240.0.0.0");
   });
 
-  it("is skipped as reserved when an ingress offers it", async () => {
+  it("gets a VIP when an ingress offers it", async () => {
     // Arrange
     const world = new World();
     world.source.putMesh("m");
@@ -387,16 +385,14 @@ describe("regression 6: the service name __proto__", () => {
     await world.reconcile("m");
 
     // Assert
-    expect(world.vipItems.peek("m")).toMatchObject({ version: 1, vips: { web: "240.0.0.0" } });
-    expect(world.telemetry.issues[0]).toMatchObject({
-      field: "networking.ingress.availableServices[0].tags.kuma.io/service",
-    });
-    expect(world.telemetry.issues[0]?.reason).toContain("reserved");
+    expect(world.vipItems.peek("m")?.version).toBe(1);
+    expect(Object.keys(world.vipItems.peek("m")?.vips ?? {})).toEqual(["__proto__", "web"]);
+    expect(world.telemetry.issues).toEqual([]);
   });
 
-  it("is not a valid service name", () => {
-    expect(isValidServiceName("__proto__")).toBe(false);
-    expect(isValidServiceName("__proto__x")).toBe(true);
+  it("is a valid service name", () => {
+    expect(isValidServiceName("__proto__")).toBe(true);
+    expect(isValidServiceName("constructor")).toBe(true);
   });
 });
 
