@@ -70,6 +70,20 @@ export class World {
     };
   }
 
+  /** The batch step's settings for this world (tables and concurrency are the caller's). */
+  batchSettings() {
+    const deps = this.deps();
+    return {
+      pool: deps.pool,
+      quarantineSeconds: deps.quarantineSeconds,
+      maxAttempts: deps.maxAttempts,
+      now: deps.now,
+      newId: deps.newId,
+      sleep: deps.sleep,
+      random: deps.random,
+    };
+  }
+
   reconcile(mesh: string, overrides: Partial<ReconcileDeps> = {}) {
     return reconcileMesh(mesh, this.deps(overrides));
   }

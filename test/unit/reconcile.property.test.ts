@@ -12,8 +12,10 @@
  * Each batch reads the tables through its own source, which, like the adapter, scans the
  * ingresses once per batch.
  */
+import type { DynamoDBRecord } from "aws-lambda";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { processBatch } from "../../functions/allocator/process-batch.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
@@ -85,6 +87,8 @@ interface Scenario {
   readonly cidrSwitch: { readonly at: number; readonly cidr: string } | null;
   /** How often a request stalls, letting other invocations overtake it. */
   readonly stallChance: number;
+  /** How often an invocation dies right after a VIP item write (the batch is redelivered). */
+  readonly crashChance: number;
   readonly seed: number;
 }
 
@@ -98,6 +102,8 @@ interface ScenarioConfig {
   readonly maxAdvanceSeconds: number;
   /** Ranges to switch to once, or none. */
   readonly switchTo: readonly string[];
+  /** Chances of a crash right after each VIP item write. @default [0] */
+  readonly crashChances?: readonly number[];
 }
 
 const meshArb = fc.constantFrom(...MESHES);
@@ -177,6 +183,7 @@ function scenarioArb(config: ScenarioConfig): fc.Arbitrary<Scenario> {
         ? fc.constant(null)
         : fc.record({ at: fc.nat({ max: 40 }), cidr: fc.constantFrom(...config.switchTo) }),
     stallChance: fc.constantFrom(0, 0.05, 0.2),
+    crashChance: fc.constantFrom(...(config.crashChances ?? [0])),
     seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
   });
 }
@@ -186,7 +193,10 @@ function scenarioArb(config: ScenarioConfig): fc.Arbitrary<Scenario> {
 // ---------------------------------------------------------------------------------------------
 
 /** Applies a change to the tables; returns its stream shard and the meshes it touches. */
-function apply(world: World, change: Change): { shard: string; meshes: string[] } | undefined {
+function apply(
+  world: World,
+  change: Change,
+): { shard: string; record: DynamoDBRecord } | undefined {
   const stored = (mesh: string, name: string): DataplaneItem | undefined =>
     world.source.records().find((r) => r.mesh === mesh && r.name === name)?.item as
       | DataplaneItem
@@ -231,12 +241,12 @@ function apply(world: World, change: Change): { shard: string; meshes: string[] 
   }
   const decoded = decodeRecord(record, TABLES);
   if (!decoded.ok) throw new Error(`test bug: undecodable record ${JSON.stringify(decoded)}`);
-  return { shard, meshes: [...decoded.meshes] };
+  return { shard, record };
 }
 
 /** Stream shards and Lambda's event source mapping over them. */
 class Pipeline {
-  private readonly shards = new Map<string, Array<readonly string[]>>();
+  private readonly shards = new Map<string, DynamoDBRecord[]>();
   private readonly busy = new Set<string>();
   private readonly inflight = new Set<Promise<void>>();
   private fatal: unknown;
@@ -245,9 +255,9 @@ class Pipeline {
 
   constructor(private readonly world: World) {}
 
-  publish(shard: string, meshes: readonly string[]): void {
+  publish(shard: string, record: DynamoDBRecord): void {
     const queue = this.shards.get(shard) ?? [];
-    queue.push(meshes);
+    queue.push(record);
     this.shards.set(shard, queue);
   }
 
@@ -287,34 +297,44 @@ class Pipeline {
     }
   }
 
-  /** One invocation: the handler's grouping by mesh, reconciles up to four at once. */
+  /**
+   * One invocation of the real batch step (`processBatch`) on the in-memory ports: the meshes
+   * its records touch, reconciled four at a time with one shared address finder. As with
+   * Lambda, the records before a reported failure are checkpointed and the batch is retried
+   * from the failed record.
+   */
   private async process(shard: string, batchSize: number): Promise<void> {
     this.busy.add(shard);
     try {
       const queue = this.shards.get(shard) ?? [];
       const batch = queue.slice(0, batchSize);
-      const meshes = [...new Set(batch.flat())].sort();
       // The configuration of the function version that runs this invocation, and its view of
       // the tables (the adapter scans the ingresses once per batch).
-      const pool = this.world.pool;
-      const source = new BatchMeshSource(this.world.source);
-      let next = 0;
-      let failed = false;
-      const worker = async (): Promise<void> => {
-        while (next < meshes.length) {
-          const mesh = meshes[next++] as string;
-          try {
-            await this.world.reconcile(mesh, { pool, source });
-          } catch (error) {
+      const response = await processBatch(
+        { Records: batch },
+        {
+          source: new BatchMeshSource(this.world.source),
+          vipItems: this.world.vipItems,
+          claims: this.world.claims,
+          telemetry: this.world.telemetry,
+        },
+        {
+          ...this.world.batchSettings(),
+          tables: TABLES,
+          concurrency: BATCH_CONCURRENCY,
+          onFailure: (_mesh, error) => {
             // Reported back to the event source, which retries the batch.
             if (!isReportedFailure(error)) this.fatal ??= error;
-            failed = true;
             this.failures++;
-          }
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, meshes.length) }, worker));
-      if (!failed) queue.splice(0, batch.length);
+          },
+        },
+      );
+      const failed = response.batchItemFailures[0]?.itemIdentifier;
+      const done =
+        failed === undefined
+          ? batch.length
+          : batch.findIndex((record) => record.dynamodb?.SequenceNumber === failed);
+      queue.splice(0, done < 0 ? 0 : done);
     } finally {
       this.busy.delete(shard);
     }
@@ -342,7 +362,15 @@ async function redelivered(
  * race. Anything else (a ValidationException included) fails the property.
  */
 function isReportedFailure(error: unknown): boolean {
-  return error instanceof RetriesExhaustedError;
+  return error instanceof RetriesExhaustedError || error instanceof InjectedCrash;
+}
+
+/** The invocation "dies" right after a VIP item write: the batch is delivered again. */
+class InjectedCrash extends Error {
+  constructor() {
+    super("injected: the invocation died right after the write");
+    this.name = "InjectedCrash";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,6 +431,40 @@ function assertInvariants(world: World): void {
   }
   // 3, 4, 5, and the claims.
   assertSafe(world);
+}
+
+/**
+ * 10. Honest exhaustion: a service is unallocated only while every address is held by another
+ * service (listed or quarantined), and never while it holds a VIP anywhere.
+ */
+function assertHonestExhaustion(world: World): void {
+  const listed = new Set(world.vipItems.all().flatMap((item) => Object.keys(item.vips)));
+  for (const item of world.vipItems.all()) {
+    for (const service of Object.keys(item.unallocated ?? {})) {
+      expect(listed.has(service), `${service} unallocated in ${item.mesh} but listed`).toBe(false);
+      const free = Number(world.pool.size) - world.claims.addressClaims().length;
+      expect(free, `${service} unallocated in ${item.mesh} with free addresses`).toBe(0);
+    }
+  }
+}
+
+/**
+ * 11. No leaks: every claim membership is of a mesh whose item lists the service, and a
+ * service no item lists is released.
+ */
+function assertNoLeaks(world: World): void {
+  for (const claim of world.claims.serviceClaims()) {
+    for (const mesh of claim.meshes.keys()) {
+      const item = world.vipItems.peek(mesh);
+      expect(
+        item !== undefined && Object.hasOwn(item.vips, claim.service),
+        `${claim.service} is still a member of ${mesh}`,
+      ).toBe(true);
+    }
+    if (claim.meshes.size === 0) {
+      expect(claim.releasedAt, `${claim.service} is held by nobody`).toBeDefined();
+    }
+  }
 }
 
 /** 9. Idempotent: reconciling everything again, even at once, writes nothing. */
@@ -527,6 +589,12 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     seed: scenario.seed,
     maxAttempts: 6,
   });
+  const crashes = seededRandom(scenario.seed + 1);
+  if (scenario.crashChance > 0) {
+    world.vipItems.afterPut = () => {
+      if (crashes() < scenario.crashChance) throw new InjectedCrash();
+    };
+  }
   const pipeline = new Pipeline(world);
   const reuse = new ReuseHistory(scenario.quarantineSeconds * 1000);
   const stability = new Stability(world);
@@ -547,7 +615,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
   ];
   for (const change of initial) {
     const published = apply(world, change);
-    if (published !== undefined) pipeline.publish(published.shard, published.meshes);
+    if (published !== undefined) pipeline.publish(published.shard, published.record);
   }
   stability.changed();
 
@@ -560,12 +628,18 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
       cidrChangedSinceDrain = true;
       // A deployment does not touch the meshes, only their next records do: touch them all,
       // as an operator would after changing the range.
-      for (const mesh of MESHES) pipeline.publish(`meshes/${mesh}`, [mesh]);
+      for (const mesh of MESHES) {
+        const item = { name: mesh, touched: index };
+        pipeline.publish(
+          `meshes/${mesh}`,
+          meshRecord(TABLES.meshes, mesh, { oldImage: item, newImage: item }),
+        );
+      }
     }
     switch (action.kind) {
       case "change": {
         const published = apply(world, action.change);
-        if (published !== undefined) pipeline.publish(published.shard, published.meshes);
+        if (published !== undefined) pipeline.publish(published.shard, published.record);
         stability.changed();
         break;
       }
@@ -592,6 +666,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     }
   }
   await drained();
+  world.vipItems.afterPut = undefined;
 
   // The final full reconcile of every mesh, with the tables at rest.
   await world.reconcileAll(MESHES);
@@ -599,7 +674,48 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
   return { world, failures: pipeline.failures };
 }
 
+/** JavaScript's own property names, valid Kuma service names all. */
+const PROTOTYPE_SERVICES = [
+  "__proto__",
+  "constructor",
+  "toString",
+  "valueOf",
+  "hasOwnProperty",
+  "isPrototypeOf",
+  "propertyIsEnumerable",
+  "toLocaleString",
+  "__defineGetter__",
+  "__lookupSetter__",
+];
+
 describe("reconcileMesh properties", () => {
+  it("holds every invariant in a /28-/30 with JavaScript property names as services and crashes after writes", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        scenarioArb({
+          services: PROTOTYPE_SERVICES,
+          churn: true,
+          cidrs: ["10.0.0.0/28", "10.0.0.0/29", "10.0.0.0/30"],
+          quarantines: [0, 30],
+          maxAdvanceSeconds: 60,
+          switchTo: [],
+          crashChances: [0.2, 0.5],
+        }),
+        async (scenario) => {
+          // Act
+          const { world } = await runScenario(scenario);
+
+          // Assert
+          assertInvariants(world);
+          await assertIdempotent(world);
+          assertHonestExhaustion(world);
+          assertNoLeaks(world);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   it("holds every invariant with a long quarantine, where a service keeps its VIP forever", async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -1,0 +1,146 @@
+import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
+import { isAllocatorError } from "../domain/errors.ts";
+import type { VipPool } from "../domain/pool.ts";
+import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
+import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
+import type { TableNames } from "../store/table-definitions.ts";
+import { AddressFinder } from "./address-finder.ts";
+import {
+  flushFinder,
+  type MeshOutcome,
+  type ReconcileDeps,
+  reconcileMesh,
+} from "./reconcile-mesh.ts";
+import type { Telemetry } from "./telemetry.ts";
+import { METRIC } from "./telemetry-names.ts";
+
+/** The stores one batch works on. */
+export interface BatchPorts {
+  /** A view of the input tables for this batch (the adapter reads the ingresses once per batch). */
+  readonly source: MeshSource;
+  readonly vipItems: VipItemStore;
+  readonly claims: ClaimStore;
+  readonly telemetry: Telemetry;
+}
+
+export interface BatchSettings {
+  readonly tables: TableNames;
+  readonly pool: VipPool;
+  readonly quarantineSeconds: number;
+  readonly maxAttempts: number;
+  /** Meshes reconciled at once within one invocation. */
+  readonly concurrency: number;
+  readonly now: () => number;
+  readonly newId: () => string;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly random: () => number;
+  /** Called with each mesh's outcome (the local CLI prints them). */
+  readonly onOutcome?: (outcome: MeshOutcome) => void;
+  /** Called with each mesh that failed and is reported back to the event source. */
+  readonly onFailure?: (mesh: string, error: unknown) => void;
+}
+
+/**
+ * One batch of stream records from either table: groups the records by the meshes they touch,
+ * reconciles each touched mesh once (a few at a time, sharing one address finder so they never
+ * race each other for an address), and reports back the lowest sequence number among the
+ * records of meshes that failed, so the event source retries from there (redelivery is
+ * harmless: reconcile is idempotent). Bad records are reported and skipped; they never fail
+ * the batch.
+ */
+export async function processBatch(
+  event: DynamoDBStreamEvent | null | undefined,
+  ports: BatchPorts,
+  settings: BatchSettings,
+): Promise<DynamoDBBatchResponse> {
+  const { telemetry } = ports;
+  const records: unknown = event?.Records;
+  if (!Array.isArray(records)) {
+    telemetry.badInput({
+      table: "(unknown)",
+      key: {},
+      field: "Records",
+      reason: event === null || event === undefined ? "no event" : "missing or not a list",
+    });
+    return { batchItemFailures: [] };
+  }
+  const byMesh = new Map<string, string[]>();
+  let oldest: number | undefined;
+  for (const record of records as DynamoDBStreamEvent["Records"]) {
+    const decoded = decodeRecord(record, settings.tables);
+    if (!decoded.ok) {
+      telemetry.badInput(decoded.issue);
+      continue;
+    }
+    if (decoded.createdAtMs !== undefined) {
+      oldest = Math.min(oldest ?? decoded.createdAtMs, decoded.createdAtMs);
+    }
+    for (const mesh of decoded.meshes) {
+      const list = byMesh.get(mesh) ?? [];
+      list.push(decoded.sequenceNumber);
+      byMesh.set(mesh, list);
+    }
+  }
+  if (oldest !== undefined) {
+    telemetry.metric(METRIC.streamLagMs, "Milliseconds", Math.max(0, settings.now() - oldest));
+  }
+
+  // One address finder for the whole invocation: its meshes never race each other for an
+  // address, and the cursor is written once.
+  const addresses = new AddressFinder(
+    ports.claims,
+    settings.pool,
+    settings.now(),
+    settings.quarantineSeconds,
+    settings.random,
+  );
+  const deps: ReconcileDeps = {
+    addresses,
+    source: ports.source,
+    vipItems: ports.vipItems,
+    claims: ports.claims,
+    pool: settings.pool,
+    quarantineSeconds: settings.quarantineSeconds,
+    maxAttempts: settings.maxAttempts,
+    telemetry,
+    now: settings.now,
+    newId: settings.newId,
+    sleep: settings.sleep,
+    random: settings.random,
+  };
+  const failedSequences: string[] = [];
+  const meshes = [...byMesh.keys()].sort();
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < meshes.length) {
+      const mesh = meshes[next++] as string;
+      try {
+        const result = await reconcileMesh(mesh, deps);
+        settings.onOutcome?.(result);
+      } catch (error) {
+        telemetry.metric(METRIC.meshFailures, "Count", 1);
+        telemetry.error("mesh failed; its records are reported for retry", {
+          mesh,
+          code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        });
+        settings.onFailure?.(mesh, error);
+        failedSequences.push(...(byMesh.get(mesh) ?? []));
+      }
+    }
+  };
+  const workers = Math.min(Math.max(1, settings.concurrency), meshes.length);
+  await Promise.all(Array.from({ length: workers }, worker));
+  try {
+    await flushFinder(addresses, deps);
+  } catch (error) {
+    // The cursor is only where the next probe starts; the claims are already safe.
+    telemetry.warn("could not advance the pool cursor", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  if (failedSequences.length === 0) return { batchItemFailures: [] };
+  const lowest = failedSequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));
+  return { batchItemFailures: [{ itemIdentifier: lowest }] };
+}
