@@ -334,7 +334,7 @@ class Pipeline {
         failed === undefined
           ? batch.length
           : batch.findIndex((record) => record.dynamodb?.SequenceNumber === failed);
-      queue.splice(0, done < 0 ? 0 : done);
+      queue.splice(0, Math.max(0, done));
     } finally {
       this.busy.delete(shard);
     }
