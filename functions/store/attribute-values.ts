@@ -14,6 +14,8 @@ import { emptyRecord } from "../domain/records.ts";
 export type PlainRecord = Record<string, unknown>;
 
 export function fromAttributeValue(value: AttributeValue | Record<string, unknown>): unknown {
+  // moto returns a map entry under the key "" as a bare string: read it as the string it was.
+  if (typeof value === "string") return value;
   const v = value as Record<string, unknown>;
   if (v.S !== undefined) return v.S;
   if (v.N !== undefined) return toNumber(String(v.N));

@@ -252,6 +252,22 @@ describe("defect 4: a removed service leaves its mesh whatever fails after the i
 });
 
 describe("defect 5: events the handler cannot read", () => {
+  it("drains a dataplane whose tag map has an empty-string key and allocates its service", async () => {
+    const w = await world();
+    await w.putMesh("default");
+    const item = dataplane("default", "dp-1", ["web"]);
+    item.networking.inbound[0] = {
+      port: 8080,
+      tags: { "": "empty-key", "kuma.io/service": "web" } as never,
+    };
+    await w.putDataplane(item);
+    await w.putDataplane(dataplane("default", "dp-2", ["api"]));
+
+    await w.drain();
+
+    await expectInvariants(w, { default: ["api", "web"] });
+  });
+
   it("reports a null event and a null record and returns", async () => {
     const w = await world();
 
