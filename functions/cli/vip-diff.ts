@@ -1,3 +1,4 @@
+import { emptyRecord, own } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 
 /** What changed in one mesh's VIP item between two reads. */
@@ -25,22 +26,23 @@ export function diffVipItems(
   if (before !== undefined && after !== undefined && before.version === after.version) {
     return undefined;
   }
-  const oldVips = before?.vips ?? {};
-  const newVips = after?.vips ?? {};
-  const added: Record<string, string> = {};
-  const removed: Record<string, string> = {};
-  const changed: Record<string, readonly [string, string]> = {};
-  for (const [service, vip] of Object.entries(newVips)) {
-    const old = oldVips[service];
+  // Names are data: records without a prototype, lookups of own entries only.
+  const oldVips = before?.vips;
+  const newVips = after?.vips;
+  const added = emptyRecord<string>();
+  const removed = emptyRecord<string>();
+  const changed = emptyRecord<readonly [string, string]>();
+  for (const [service, vip] of Object.entries(newVips ?? {})) {
+    const old = own(oldVips, service);
     if (old === undefined) added[service] = vip;
     else if (old !== vip) changed[service] = [old, vip];
   }
-  for (const [service, vip] of Object.entries(oldVips)) {
-    if (newVips[service] === undefined) removed[service] = vip;
+  for (const [service, vip] of Object.entries(oldVips ?? {})) {
+    if (own(newVips, service) === undefined) removed[service] = vip;
   }
-  const unallocated: Record<string, string> = {};
+  const unallocated = emptyRecord<string>();
   for (const [service, reason] of Object.entries(after?.unallocated ?? {})) {
-    if (before?.unallocated?.[service] === undefined) unallocated[service] = reason;
+    if (own(before?.unallocated, service) === undefined) unallocated[service] = reason;
   }
   return {
     mesh,

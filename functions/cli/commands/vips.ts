@@ -1,6 +1,8 @@
-import { GetCommand, paginateScan } from "@aws-sdk/lib-dynamodb";
+import { paginateScan } from "@aws-sdk/client-dynamodb";
 import type { VipPool } from "../../domain/pool.ts";
 import type { VipItem } from "../../domain/types.ts";
+import { toPlain } from "../../store/attribute-values.ts";
+import { DocumentClient } from "../../store/document-client.ts";
 import { decodeVipItem } from "../../store/vip-item-codec.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
@@ -10,12 +12,11 @@ export async function readRawVipItem(
   ctx: CliContext,
   mesh: string,
 ): Promise<Record<string, unknown> | undefined> {
-  const result = await ctx.onTable(ctx.tables.vips, () =>
-    ctx.doc.send(
-      new GetCommand({ TableName: ctx.tables.vips, Key: { mesh }, ConsistentRead: true }),
-    ),
+  // Through the project's codec: service names such as `__proto__` are data.
+  const doc = new DocumentClient(ctx.ddb);
+  return await ctx.onTable(ctx.tables.vips, () =>
+    doc.get({ TableName: ctx.tables.vips, Key: { mesh }, ConsistentRead: true }),
   );
-  return result.Item;
 }
 
 export async function readVipItem(ctx: CliContext, mesh: string): Promise<VipItem | undefined> {
@@ -31,10 +32,10 @@ export async function scanTable(
   return await ctx.onTable(table, async () => {
     const items: Record<string, unknown>[] = [];
     for await (const page of paginateScan(
-      { client: ctx.doc },
+      { client: ctx.ddb },
       { TableName: table, ConsistentRead: true },
     )) {
-      items.push(...(page.Items ?? []));
+      for (const item of page.Items ?? []) items.push(toPlain(item));
     }
     return items;
   });
