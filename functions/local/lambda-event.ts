@@ -4,6 +4,21 @@ import type {
 } from "@aws-sdk/client-dynamodb-streams";
 import type { AttributeValue, DynamoDBRecord } from "aws-lambda";
 
+/** A value that could not be converted: where (`NewImage.tags.M`) and why. */
+export interface ConversionProblem {
+  readonly field: string;
+  readonly reason: string;
+}
+
+/** Where problems go: a list of `"field: reason"` lines, or a function taking each one. */
+export type ProblemSink = string[] | ((problem: ConversionProblem) => void);
+
+function report(sink: ProblemSink, path: string, reason: string): void {
+  const field = path || "(value)";
+  if (Array.isArray(sink)) sink.push(`${field}: ${reason}`);
+  else sink({ field, reason });
+}
+
 /**
  * SDK stream AttributeValue (Uint8Array binaries) to Lambda's JSON form (base64 strings).
  *
@@ -14,13 +29,13 @@ import type { AttributeValue, DynamoDBRecord } from "aws-lambda";
  */
 export function toLambdaAttributeValue(
   value: StreamsAttributeValue,
-  problems: string[] = [],
+  problems: ProblemSink = [],
   path = "",
 ): AttributeValue {
   if (typeof value === "string") return { S: value };
   if (typeof value === "number") return { N: String(value) };
   if (typeof value !== "object" || value === null) {
-    problems.push(`${path || "(value)"}: not an attribute value (${typeof value})`);
+    report(problems, path, `not an attribute value (${typeof value})`);
     return { NULL: true };
   }
   if (value.B !== undefined) return { B: Buffer.from(value.B).toString("base64") };
@@ -39,15 +54,13 @@ export function toLambdaAttributeValue(
   if (value.NULL !== undefined) return { NULL: value.NULL };
   if (value.SS !== undefined) return { SS: [...value.SS] };
   if (value.NS !== undefined) return { NS: [...value.NS] };
-  problems.push(
-    `${path || "(value)"}: unknown attribute value type ${JSON.stringify(Object.keys(value))}`,
-  );
+  report(problems, path, `unknown attribute value type ${JSON.stringify(Object.keys(value))}`);
   return { NULL: true };
 }
 
 export function toLambdaImage(
   image: Record<string, StreamsAttributeValue> | undefined,
-  problems: string[] = [],
+  problems: ProblemSink = [],
   path = "",
 ): Record<string, AttributeValue> {
   // No prototype: a key such as `__proto__` is data.
@@ -67,7 +80,7 @@ export function toLambdaRecord(
   record: _Record,
   streamArn: string,
   fallbackRegion: string,
-  problems: string[] = [],
+  problems: ProblemSink = [],
 ): DynamoDBRecord {
   const source = record.dynamodb ?? {};
   const created = source.ApproximateCreationDateTime;

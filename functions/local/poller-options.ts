@@ -4,7 +4,7 @@ import type { StreamHandler } from "../allocator/stream-handler.ts";
 import type { TableNames } from "../store/table-definitions.ts";
 import type { StaticCredentials } from "./aws-clients.ts";
 import type { FailureCondition } from "./batch-delivery.ts";
-import { type InputTable, StreamPollerError } from "./shard-reader.ts";
+import { type InputTable, StreamPollerError, type StreamRecordIssue } from "./shard-reader.ts";
 
 export interface StreamPollerOptions {
   /** moto_server or another DynamoDB-compatible endpoint; unset means real AWS. */
@@ -38,6 +38,11 @@ export interface StreamPollerOptions {
   readonly onBatch?: (info: BatchInfo) => void | Promise<void>;
   /** Continuous mode: a poll that failed (the loop keeps going). @default one line on stderr */
   readonly onError?: (error: unknown, table: InputTable) => void;
+  /**
+   * A stream record, or a value in one, that could not be read: skipped (no sequence number) or
+   * delivered with that value as NULL. @default one JSON line (level WARN) on stderr
+   */
+  readonly onBadInput?: (issue: StreamRecordIssue) => void;
   /** Milliseconds since the epoch, for record age. @default Date.now */
   readonly now?: () => number;
 }

@@ -32,7 +32,12 @@ export type {
   PollerSettings,
   StreamPollerOptions,
 } from "./poller-options.ts";
-export { type InputTable, StreamPollerError, type StreamPollerErrorCode } from "./shard-reader.ts";
+export {
+  type InputTable,
+  StreamPollerError,
+  type StreamPollerErrorCode,
+  type StreamRecordIssue,
+} from "./shard-reader.ts";
 
 interface Counters {
   records: number;
@@ -120,6 +125,13 @@ export class StreamPoller {
       region: config.region,
       now: () => this.now(),
       onError: (error, table) => this.onError(error, table),
+      onBadInput:
+        options.onBadInput ??
+        ((issue) => {
+          process.stderr.write(
+            `${JSON.stringify({ level: "WARN", message: "bad input in a stream record", ...issue })}\n`,
+          );
+        }),
     });
     this.checkpoints = new Checkpoints(
       options.checkpointFile,

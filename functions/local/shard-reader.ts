@@ -11,9 +11,13 @@ import {
   GetRecordsCommand,
   GetShardIteratorCommand,
   type Shard,
+  type AttributeValue as StreamsAttributeValue,
   TrimmedDataAccessException,
 } from "@aws-sdk/client-dynamodb-streams";
-import type { BatchEntry } from "./batch-delivery.ts";
+import type { DynamoDBRecord } from "aws-lambda";
+import type { InputIssue } from "../domain/errors.ts";
+import { tableNameFromArn } from "../store/stream-records.ts";
+import { type BatchEntry, describeError } from "./batch-delivery.ts";
 import { toLambdaRecord } from "./lambda-event.ts";
 
 /** Which input table a stream comes from. */
@@ -57,8 +61,16 @@ export interface ShardReaderOptions {
   /** For records that carry no awsRegion. */
   readonly region: string;
   readonly now: () => number;
-  /** Something worth telling that does not stop reading (a trimmed checkpoint, a bad record). */
+  /** Something worth telling that does not stop reading (a trimmed checkpoint). */
   readonly onError: (error: unknown, table: InputTable) => void;
+  /** A record, or a value in one, the poller could not read; reading goes on. */
+  readonly onBadInput: (issue: StreamRecordIssue) => void;
+}
+
+/** Bad input found in a stream record, in the allocator's shape plus where it was read. */
+export interface StreamRecordIssue extends InputIssue {
+  readonly streamArn: string;
+  readonly sequenceNumber: string | undefined;
 }
 
 /**
@@ -72,6 +84,7 @@ export class ShardReader {
   private readonly region: string;
   private readonly now: () => number;
   private readonly onError: (error: unknown, table: InputTable) => void;
+  private readonly onBadInput: (issue: StreamRecordIssue) => void;
 
   constructor(options: ShardReaderOptions) {
     this.ddb = options.ddb;
@@ -79,6 +92,7 @@ export class ShardReader {
     this.region = options.region;
     this.now = options.now;
     this.onError = options.onError;
+    this.onBadInput = options.onBadInput;
   }
 
   /** Finds the table's current stream and its shards (new shards appear as old ones close). */
@@ -147,8 +161,6 @@ export class ShardReader {
     });
   }
 
-  /** Reads and delivers batches from one shard until it is caught up (or stopped). */
-
   /** One read with a fresh iterator after `after` (or from the trim horizon). */
   async read(
     shard: ShardState,
@@ -173,8 +185,12 @@ export class ShardReader {
       );
       const records = out.Records ?? [];
       const ended = out.NextShardIterator === undefined || out.NextShardIterator === null;
-      if (records.length > 0 || ended) {
-        return { entries: records.map((r) => this.entryOf(r, shard.streamArn)), ended };
+      const entries = records.flatMap((r) => this.entryOf(r, shard) ?? []);
+      if (entries.length > 0 || ended) return { entries, ended };
+      // A page of records that were all skipped: go on along the iterator chain.
+      if (records.length > 0) {
+        iterator = out.NextShardIterator;
+        continue;
       }
       // An open shard with nothing new is caught up; a closed one may hold empty pages.
       if (!shard.closed || page >= EMPTY_PAGES_ON_CLOSED_SHARD) break;
@@ -199,25 +215,36 @@ export class ShardReader {
     return out.ShardIterator;
   }
 
-  private entryOf(record: _Record, streamArn: string): BatchEntry {
+  /**
+   * The record as Lambda would hand it over, with what delivery needs; undefined (reported as
+   * bad input) when it has no numeric sequence number, without which it cannot be ordered or
+   * checkpointed. A value that cannot be converted is delivered as NULL and reported: the
+   * handler reads the item itself from the table, so the rest of the record still counts.
+   */
+  private entryOf(record: _Record, shard: ShardState): BatchEntry | undefined {
+    const streamArn = shard.streamArn;
     const sequenceNumber = record.dynamodb?.SequenceNumber;
-    if (sequenceNumber === undefined) {
-      throw new Error(`stream record ${record.eventID} has no SequenceNumber`);
+    const issue = (field: string, reason: string): void =>
+      this.onBadInput({
+        table: tableNameFromArn(streamArn) ?? shard.table,
+        key: plainKeys(record.dynamodb?.Keys),
+        field,
+        reason,
+        streamArn,
+        sequenceNumber,
+      });
+    if (sequenceNumber === undefined || !/^\d+$/.test(sequenceNumber)) {
+      issue("dynamodb.SequenceNumber", `missing or not numeric: ${JSON.stringify(sequenceNumber)}`);
+      return undefined;
     }
-    const problems: string[] = [];
-    const lambdaRecord = toLambdaRecord(record, streamArn, this.region, problems);
-    if (problems.length > 0) {
-      // Delivered anyway: the handler reads the item from the table; this names what was lost.
-      process.stderr.write(
-        `${JSON.stringify({
-          level: "WARN",
-          message: "stream record converted with values that could not be read",
-          streamArn,
-          sequenceNumber,
-          keys: record.dynamodb?.Keys,
-          problems,
-        })}\n`,
+    let lambdaRecord: DynamoDBRecord;
+    try {
+      lambdaRecord = toLambdaRecord(record, streamArn, this.region, ({ field, reason }) =>
+        issue(field, `${reason}; delivered as NULL`),
       );
+    } catch (error) {
+      issue("(record)", `could not be converted: ${describeError(error)}`);
+      return undefined;
     }
     return {
       record: lambdaRecord,
@@ -226,4 +253,15 @@ export class ShardReader {
       createdMs: record.dynamodb?.ApproximateCreationDateTime?.getTime() ?? this.now(),
     };
   }
+}
+
+/** The record's keys as plain values, for a bad-input report ({} when unreadable). */
+function plainKeys(
+  keys: Record<string, StreamsAttributeValue> | undefined,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(keys ?? {})) {
+    out[name] = value?.S ?? value?.N ?? (value?.B !== undefined ? "(binary)" : "(unreadable)");
+  }
+  return out;
 }
