@@ -33,6 +33,7 @@ import { loadConfig, SETTINGS } from "../functions/allocator/config.ts";
 import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
 import { METRIC, METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import { VipPool } from "../functions/domain/pool.ts";
+import { parseStreamArn } from "../functions/store/stream-arn.ts";
 import {
   CLAIMS_TABLE,
   DATAPLANES_TABLE,
@@ -208,8 +209,6 @@ export interface VipAllocatorAlarms {
 }
 
 const TABLE_NAME = /^[a-zA-Z0-9_.-]{3,255}$/;
-const STREAM_ARN =
-  /^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table\/([a-zA-Z0-9_.-]{3,255})\/stream\/[^/\s]+$/;
 const REMOVAL_POLICIES: readonly RemovalPolicy[] = [
   RemovalPolicy.RETAIN,
   RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
@@ -775,19 +774,19 @@ function validateExisting(prop: string, existing: ExistingInputTable | undefined
     );
   }
   if (Token.isUnresolved(tableStreamArn)) return;
-  const match = STREAM_ARN.exec(tableStreamArn);
-  if (!match) {
+  const stream = parseStreamArn(tableStreamArn);
+  if (stream === undefined || !stream.wellFormed) {
     throw new VipAllocatorPropError(
       `${prop}.tableStreamArn`,
       tableStreamArn,
       "expected a stream ARN like arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL",
     );
   }
-  if (!Token.isUnresolved(tableName) && match[1] !== tableName) {
+  if (!Token.isUnresolved(tableName) && stream.tableName !== tableName) {
     throw new VipAllocatorPropError(
       `${prop}.tableStreamArn`,
       tableStreamArn,
-      `is the stream of table ${JSON.stringify(match[1])}, not of ${JSON.stringify(tableName)}`,
+      `is the stream of table ${JSON.stringify(stream.tableName)}, not of ${JSON.stringify(tableName)}`,
     );
   }
 }

@@ -3,6 +3,7 @@ import type { DynamoDBRecord } from "aws-lambda";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
+import { parseStreamArn } from "./stream-arn.ts";
 import type { TableNames } from "./table-definitions.ts";
 
 /** What one stream record means to the allocator. */
@@ -18,8 +19,7 @@ export type DecodedRecord =
 
 /** `arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL` -> NAME */
 export function tableNameFromArn(arn: string | undefined): string | undefined {
-  const match = arn === undefined ? null : /:table\/([^/]+)\/stream\//.exec(arn);
-  return match?.[1];
+  return parseStreamArn(arn)?.tableName;
 }
 
 function image(value: unknown): unknown {

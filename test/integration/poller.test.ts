@@ -18,6 +18,7 @@ import {
   StreamPoller,
   StreamPollerError,
   type StreamPollerOptions,
+  type StreamRecordIssue,
 } from "../../functions/local/poller.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { resolveTableNames, type TableNames } from "../../functions/store/table-definitions.ts";
@@ -487,6 +488,64 @@ describe("StreamPoller against moto_server", () => {
       bisectBatchOnError: EVENT_SOURCE_SETTINGS.bisectBatchOnError,
       pollIntervalMs: EVENT_SOURCE_SETTINGS.pollIntervalMs,
     });
+  });
+
+  it("delivers records whose tag maps have an empty-string key and reports what it could not read", async () => {
+    const tables = await freshTables();
+    const withEmptyKey = async (name: string, value: Record<string, unknown>) =>
+      ddb.send(
+        new PutItemCommand({
+          TableName: tables.dataplanes,
+          Item: {
+            mesh: { S: "default" },
+            name: { S: name },
+            networking: {
+              M: {
+                inbound: {
+                  L: [{ M: { tags: { M: { "": value, "kuma.io/service": { S: name } } } } }],
+                },
+              },
+            },
+          } as never,
+        }),
+      );
+    await withEmptyKey("dp-string", { S: "x" });
+    await withEmptyKey("dp-map", { M: { a: { S: "b" } } });
+    const issues: StreamRecordIssue[] = [];
+    const delivered: DynamoDBRecord[] = [];
+
+    const report = await poller(
+      tables,
+      async (event) => {
+        delivered.push(...event.Records);
+        return { batchItemFailures: [] };
+      },
+      { onBadInput: (issue) => issues.push(issue) },
+    ).drain();
+
+    expect(report).toMatchObject({ records: 2, failedToDestination: 0 });
+    expect(delivered.map(dataplaneName)).toEqual(["dp-string", "dp-map"]);
+    const tags = (record: DynamoDBRecord) =>
+      record.dynamodb?.NewImage?.networking?.M?.inbound?.L?.[0]?.M?.tags?.M;
+    // moto merges the entry's type and payload into the map: the string stays readable.
+    expect(tags(delivered[0] as DynamoDBRecord)).toEqual({
+      S: { S: "x" },
+      "kuma.io/service": { S: "dp-string" },
+    });
+    expect(tags(delivered[1] as DynamoDBRecord)).toEqual({
+      M: { NULL: true },
+      "kuma.io/service": { S: "dp-map" },
+    });
+    expect(issues).toEqual([
+      {
+        table: tables.dataplanes,
+        key: { mesh: "default", name: "dp-map" },
+        field: "NewImage.networking.inbound[0].tags.M",
+        reason: 'unknown attribute value type ["$unknown"]; delivered as NULL',
+        streamArn: expect.stringContaining(`:table/${tables.dataplanes}/stream/`),
+        sequenceNumber: delivered[1]?.dynamodb?.SequenceNumber,
+      },
+    ]);
   });
 
   it("names the table when a stream is missing", async () => {
