@@ -1,5 +1,5 @@
-import { quarantineOver } from "../domain/plan.ts";
 import type { VipPool } from "../domain/pool.ts";
+import { quarantineOver } from "../domain/quarantine.ts";
 import type { AddressCandidate, ClaimStore } from "../store/ports.ts";
 
 /** Addresses probed per read: one BatchGetItem of address claims. */

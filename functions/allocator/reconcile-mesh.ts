@@ -7,11 +7,13 @@ import {
   sameContent,
 } from "../domain/plan.ts";
 import type { VipPool } from "../domain/pool.ts";
+import { reclaimCutoffMs } from "../domain/quarantine.ts";
 import { emptyRecord, own, recordOf } from "../domain/records.ts";
 import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
+import { joinMesh, leaveMesh } from "./claim-decisions.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -132,13 +134,13 @@ async function attemptOnce(
     await vipItems.delete(mesh, current.version);
     let released = 0;
     for (const service of new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])) {
-      const result = await deps.claims.leave(
+      const result = await leaveMesh(deps.claims, {
         service,
         mesh,
-        current.incarnation,
-        current.version,
-        deps.now(),
-      );
+        incarnation: current.incarnation,
+        upToVersion: current.version,
+        nowMs: deps.now(),
+      });
       if (result === "released") released++;
     }
     if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
@@ -199,7 +201,7 @@ async function attemptOnce(
   const finder =
     deps.addresses ??
     new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds, deps.random);
-  const cutoffMs = nowMs - deps.quarantineSeconds * 1000;
+  const cutoffMs = reclaimCutoffMs(nowMs, deps.quarantineSeconds);
 
   for (const service of plan.needed) {
     const vip = await obtainVip(service, {
@@ -324,13 +326,13 @@ async function leaveAll(
 ): Promise<number> {
   let released = 0;
   for (const service of services) {
-    const result = await deps.claims.leave(
+    const result = await leaveMesh(deps.claims, {
       service,
       mesh,
-      item.incarnation,
-      item.version,
-      deps.now(),
-    );
+      incarnation: item.incarnation,
+      upToVersion: item.version,
+      nowMs: deps.now(),
+    });
     if (result === "released") released++;
   }
   return released;
@@ -378,13 +380,13 @@ async function obtainVip(service: string, ctx: ObtainContext): Promise<string | 
     if (claim !== undefined) {
       const vip = deps.pool.canonical(claim.vip);
       if (vip !== undefined) {
-        const joined = await deps.claims.join(
+        const joined = await joinMesh(deps.claims, {
           service,
-          claim.vip,
+          vip: claim.vip,
           mesh,
           membership,
-          claim.releasedAt !== undefined,
-        );
+          resume: claim.releasedAt !== undefined,
+        });
         if (joined) return vip;
         continue;
       }
@@ -406,25 +408,15 @@ async function obtainVip(service: string, ctx: ObtainContext): Promise<string | 
         settled = true;
         continue;
       }
-      const result =
-        claim === undefined
-          ? await deps.claims.claimNew(
-              service,
-              candidate,
-              mesh,
-              membership,
-              ctx.nowMs,
-              ctx.cutoffMs,
-            )
-          : await deps.claims.moveClaim(
-              service,
-              claim.vip,
-              candidate,
-              mesh,
-              membership,
-              ctx.nowMs,
-              ctx.cutoffMs,
-            );
+      const result = await deps.claims.claimAddress({
+        service,
+        candidate,
+        mesh,
+        membership,
+        nowMs: ctx.nowMs,
+        reclaimCutoffMs: ctx.cutoffMs,
+        ...(claim !== undefined ? { moveFrom: claim.vip } : {}),
+      });
       if (result === "ok") {
         finder.taken(candidate);
         settled = true;
@@ -470,13 +462,25 @@ async function retract(
       // won; assert it again for the committed incarnation so a later leave can match it.
       if (membership.incarnation !== committed.incarnation) {
         const again = { incarnation: committed.incarnation, version: committed.version };
-        await deps.claims.join(service, listed, mesh, again, false);
+        await joinMesh(deps.claims, {
+          service,
+          vip: listed,
+          mesh,
+          membership: again,
+          resume: false,
+        });
       }
       continue;
     }
     const live = committed !== undefined && committed.incarnation === membership.incarnation;
     const upTo = live ? committed.version : Number.MAX_SAFE_INTEGER;
-    await deps.claims.leave(service, mesh, membership.incarnation, upTo, deps.now());
+    await leaveMesh(deps.claims, {
+      service,
+      mesh,
+      incarnation: membership.incarnation,
+      upToVersion: upTo,
+      nowMs: deps.now(),
+    });
   }
   asserted.clear();
 }

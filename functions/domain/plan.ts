@@ -106,11 +106,6 @@ export function sameContent(current: VipItem | undefined, next: VipContent): boo
   );
 }
 
-/** Whether a released claim's quarantine is over at `nowMs`. */
-export function quarantineOver(releasedAtMs: number, nowMs: number, quarantineSeconds: number) {
-  return releasedAtMs + quarantineSeconds * 1000 <= nowMs;
-}
-
 /** The reason recorded in `unallocated` when the range has no free address. */
 export function exhaustedReason(pool: VipPool): string {
   return `range ${pool.cidr} exhausted: all ${pool.size} addresses are claimed or quarantined`;

@@ -59,56 +59,67 @@ export interface AddressCandidate {
 
 export type ClaimOutcome = "ok" | "address-taken" | "service-changed";
 
+/** `mesh` uses `service` at `vip`; `resume` when the claim was released (ends its quarantine). */
+export interface MembershipRequest {
+  readonly service: string;
+  readonly vip: string;
+  readonly mesh: string;
+  readonly membership: Membership;
+  readonly resume: boolean;
+}
+
+/** Take `candidate` for `service`: a new claim, or (with `moveFrom`) a move of its claim. */
+export interface ClaimRequest {
+  readonly service: string;
+  readonly candidate: AddressCandidate;
+  readonly mesh: string;
+  readonly membership: Membership;
+  readonly nowMs: number;
+  /** A released address may be reclaimed only if released at or before this time. */
+  readonly reclaimCutoffMs: number;
+  /** The VIP the service's claim holds now (outside the range): the claim moves. */
+  readonly moveFrom?: string;
+}
+
+/** Remove `mesh`'s membership if `incarnation` asserted it at a version up to `upToVersion`. */
+export interface LeaveRequest {
+  readonly service: string;
+  readonly mesh: string;
+  readonly incarnation: string;
+  readonly upToVersion: number;
+}
+
+/** Start the quarantine of a service claim that no mesh uses. */
+export interface ReleaseRequest {
+  readonly service: string;
+  readonly vip: string;
+  readonly nowMs: number;
+}
+
 /**
- * The allocator's private, global claims. Every method is one conditional write or one
- * transaction, so concurrent invocations cannot both win an address or a service.
+ * A conditional write's result: whether it was written, and the service claim as it is now
+ * (after the write, or as found when the condition failed; undefined when there is none).
+ */
+export interface ClaimWriteResult {
+  readonly written: boolean;
+  readonly claim: ServiceClaim | undefined;
+}
+
+/**
+ * The allocator's private, global claims, as primitive conditional operations: each is one
+ * conditional write or one transaction, so concurrent invocations cannot both win an address or
+ * a service, and each says what it found. What to make of it is decided in the allocator.
  */
 export interface ClaimStore {
   getServices(services: readonly string[]): Promise<Map<string, ServiceClaim>>;
   getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>>;
-  /**
-   * Records that `mesh` uses `service` at `vip` (the claim must still hold `vip`). When the
-   * claim was released, also ends its quarantine.
-   */
-  join(
-    service: string,
-    vip: string,
-    mesh: string,
-    membership: Membership,
-    wasReleased: boolean,
-  ): Promise<boolean>;
-  /** Claims `candidate` for a service that has no claim yet (address and service together). */
-  claimNew(
-    service: string,
-    candidate: AddressCandidate,
-    mesh: string,
-    membership: Membership,
-    nowMs: number,
-    reclaimCutoffMs: number,
-  ): Promise<ClaimOutcome>;
-  /** Moves an existing claim from `oldVip` (outside the range) to `candidate`. */
-  moveClaim(
-    service: string,
-    oldVip: string,
-    candidate: AddressCandidate,
-    mesh: string,
-    membership: Membership,
-    nowMs: number,
-    reclaimCutoffMs: number,
-  ): Promise<ClaimOutcome>;
-  /**
-   * Removes `mesh`'s membership if it was asserted by `incarnation` at a version up to
-   * `upToVersion`; when no mesh is left, the service is released (quarantine starts).
-   */
-  leave(
-    service: string,
-    mesh: string,
-    incarnation: string,
-    upToVersion: number,
-    nowMs: number,
-  ): Promise<"released" | "left" | "kept">;
   /** How many claims have moved to another VIP, ever (renumberings after range changes). */
   getRenumberings(): Promise<number>;
+  putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;
+  claimAddress(request: ClaimRequest): Promise<ClaimOutcome>;
+  removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;
+  /** True when released; false when the claim was not in a state to be released. */
+  release(request: ReleaseRequest): Promise<boolean>;
   /** The next-fit cursor of a range (offset to probe first). */
   readCursor(cidr: string): Promise<bigint>;
   /** Moves the cursor and adds `newlyClaimed` to the range's claim count; returns the count. */

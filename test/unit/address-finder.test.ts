@@ -49,7 +49,14 @@ describe("AddressFinder", () => {
     // Arrange: a /31 with one address claimed already; one pass holds the last free one
     const claims = new InMemoryClaimStore();
     const pool = VipPool.parse("240.0.0.0/31");
-    await claims.claimNew("a", { vip: "240.0.0.0", offset: 0n }, "m", membership, 0, 0);
+    await claims.claimAddress({
+      service: "a",
+      candidate: { vip: "240.0.0.0", offset: 0n },
+      mesh: "m",
+      membership,
+      nowMs: 0,
+      reclaimCutoffMs: 0,
+    });
     const finder = new AddressFinder(claims, pool, 0, 3600);
     const held = await finder.next();
     expect(held?.vip).toBe("240.0.0.1");
@@ -71,8 +78,22 @@ describe("AddressFinder", () => {
     // Arrange
     const claims = new InMemoryClaimStore();
     const pool = VipPool.parse("240.0.0.0/31");
-    await claims.claimNew("a", { vip: "240.0.0.0", offset: 0n }, "m", membership, 0, 0);
-    await claims.claimNew("b", { vip: "240.0.0.1", offset: 1n }, "m", membership, 0, 0);
+    await claims.claimAddress({
+      service: "a",
+      candidate: { vip: "240.0.0.0", offset: 0n },
+      mesh: "m",
+      membership,
+      nowMs: 0,
+      reclaimCutoffMs: 0,
+    });
+    await claims.claimAddress({
+      service: "b",
+      candidate: { vip: "240.0.0.1", offset: 1n },
+      mesh: "m",
+      membership,
+      nowMs: 0,
+      reclaimCutoffMs: 0,
+    });
     const finder = new AddressFinder(claims, pool, 0, 3600);
 
     // Act / Assert

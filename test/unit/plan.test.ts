@@ -3,10 +3,10 @@ import {
   buildContent,
   exhaustedReason,
   planMesh,
-  quarantineOver,
   sameContent,
 } from "../../functions/domain/plan.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
+import { quarantineOver } from "../../functions/domain/quarantine.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 
 const pool = VipPool.parse("240.0.0.0/27");

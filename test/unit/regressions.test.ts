@@ -111,15 +111,15 @@ describe("regression 1 in the adapter", () => {
     const store = new DynamoClaimStore(new DocumentClient(client), "claims", () => "claim-1");
 
     // Act
-    const outcome = await store.moveClaim(
-      "s",
-      "10.0.0.0",
-      { vip: "10.0.1.0", offset: 0n },
-      "m1",
-      { incarnation: "inc-1", version: 2 },
-      1000,
-      0,
-    );
+    const outcome = await store.claimAddress({
+      service: "s",
+      candidate: { vip: "10.0.1.0", offset: 0n },
+      mesh: "m1",
+      membership: { incarnation: "inc-1", version: 2 },
+      nowMs: 1000,
+      reclaimCutoffMs: 0,
+      moveFrom: "10.0.0.0",
+    });
 
     // Assert
     expect(outcome).toBe("ok");

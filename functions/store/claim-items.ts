@@ -1,0 +1,401 @@
+import { recordOf } from "../domain/records.ts";
+import type { Membership } from "../domain/types.ts";
+import type {
+  AddressClaim,
+  ClaimRequest,
+  LeaveRequest,
+  MembershipRequest,
+  ReleaseRequest,
+  ServiceClaim,
+} from "./ports.ts";
+
+/**
+ * The claims table's items and every conditional write on them, defined once. Each write
+ * carries its DynamoDB form (expressions, as the adapter sends them) and the same condition and
+ * change as functions over an item (as the in-memory test double applies them), side by side,
+ * so the double cannot drift from the adapter.
+ *
+ * Items: `svc#<service>` (its VIP, and `meshes.<mesh> = {i: incarnation, v: version}` for each
+ * mesh that lists it; `releasedAt` once no mesh does), `addr#<vip>` (owner, a random claimId,
+ * and a copy of the owner's `releasedAt`), `pool#<cidr>` (next-fit cursor and claim count),
+ * `renumberings` (how many claims ever moved to another VIP).
+ */
+export type Item = Record<string, unknown>;
+
+export const serviceKey = (service: string): string => `svc#${service}`;
+export const addressKey = (vip: string): string => `addr#${vip}`;
+export const poolKey = (cidr: string): string => `pool#${cidr}`;
+export const RENUMBERINGS_KEY = "renumberings";
+
+/** One conditional write of one claims item. */
+export interface ClaimWrite {
+  readonly key: string;
+  readonly action: "put" | "update" | "delete";
+  /** The item a put writes. */
+  readonly item?: Item;
+  readonly updateExpression?: string;
+  readonly conditionExpression?: string;
+  readonly names?: Record<string, string>;
+  readonly values?: Record<string, unknown>;
+  /** The condition over the item as it is (undefined: absent); true when there is none. */
+  readonly holds: (item: Item | undefined) => boolean;
+  /** The item after the write (undefined: deleted), given a copy of the item before. */
+  readonly apply: (item: Item | undefined) => Item | undefined;
+}
+
+/** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
+export interface ClaimTable {
+  /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
+  get(operation: string, keys: readonly string[]): Promise<Item[]>;
+  /**
+   * One write (UpdateItem/PutItem/DeleteItem, returning the item after it) or several (one
+   * transaction). When a condition fails nothing is written and `failed` names the writes whose
+   * condition failed.
+   */
+  write(operation: string, writes: readonly ClaimWrite[]): Promise<WriteOutcome>;
+}
+
+export type WriteOutcome =
+  | { readonly ok: true; readonly item: Item | undefined }
+  | { readonly ok: false; readonly failed: ReadonlySet<number> };
+
+function mapOf(item: Item | undefined, attribute: string): Record<string, unknown> | undefined {
+  const value = item?.[attribute];
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+function membershipIn(item: Item | undefined, mesh: string) {
+  const meshes = mapOf(item, "meshes");
+  if (meshes === undefined || !Object.hasOwn(meshes, mesh)) return undefined;
+  return meshes[mesh] as { i?: unknown; v?: unknown };
+}
+
+const has = (item: Item | undefined, attribute: string): boolean =>
+  item !== undefined && Object.hasOwn(item, attribute) && item[attribute] !== undefined;
+
+export function decodeService(item: Item): ServiceClaim {
+  const meshes = new Map<string, Membership>();
+  const raw = mapOf(item, "meshes") ?? {};
+  for (const mesh of Object.keys(raw)) {
+    const m = raw[mesh] as { i?: unknown; v?: unknown };
+    meshes.set(mesh, { incarnation: String(m.i), version: Number(m.v) });
+  }
+  return {
+    service: String(item.service),
+    vip: String(item.vip),
+    meshes,
+    releasedAt: typeof item.releasedAt === "number" ? item.releasedAt : undefined,
+  };
+}
+
+export function decodeAddress(item: Item): AddressClaim {
+  return {
+    vip: String(item.vip),
+    owner: String(item.owner),
+    claimId: String(item.claimId),
+    releasedAt: typeof item.releasedAt === "number" ? item.releasedAt : undefined,
+  };
+}
+
+function membershipValue(membership: Membership): { i: string; v: number } {
+  return { i: membership.incarnation, v: membership.version };
+}
+
+/** Names of the membership expressions (`#meshes.#m.#i`, `#meshes.#m.#v`). */
+function membershipNames(mesh: string): Record<string, string> {
+  return { "#meshes": "meshes", "#m": mesh, "#i": "i", "#v": "v" };
+}
+
+// --- condition fragments: expression and meaning together -----------------------------------
+
+/** Never lowers the version of an existing membership of the same incarnation. */
+const NOT_LOWER = {
+  expression:
+    "(attribute_not_exists(#meshes.#m) OR #meshes.#m.#i <> :inc OR #meshes.#m.#v <= :ver)",
+  holds(item: Item | undefined, mesh: string, membership: Membership): boolean {
+    const held = membershipIn(item, mesh);
+    if (held === undefined) return true;
+    return held.i !== membership.incarnation || (held.v as number) <= membership.version;
+  },
+};
+
+/** `SET #meshes.#m = :mem` (DynamoDB rejects the path when `meshes` is not a map). */
+function setMembership(item: Item, mesh: string, membership: Membership): void {
+  const meshes = mapOf(item, "meshes");
+  if (meshes === undefined)
+    throw new Error("The document path provided in the update expression is invalid");
+  meshes[mesh] = membershipValue(membership);
+}
+
+function copy(item: Item | undefined, key: string): Item {
+  return item ?? { pk: key };
+}
+
+// --- the writes -------------------------------------------------------------------------------
+
+/**
+ * Records that `mesh` uses the service at `vip` (the claim must still hold `vip`). With
+ * `resume` (the claim was released) it also ends the quarantine, on both claims, in one
+ * transaction.
+ */
+export function membershipWrites(req: MembershipRequest): ClaimWrite[] {
+  const { service, vip, mesh, membership } = req;
+  const key = serviceKey(service);
+  const values = {
+    ":vip": vip,
+    ":mem": membershipValue(membership),
+    ":inc": membership.incarnation,
+    ":ver": membership.version,
+  };
+  const released = req.resume ? "attribute_exists(releasedAt)" : "attribute_not_exists(releasedAt)";
+  const serviceWrite: ClaimWrite = {
+    key,
+    action: "update",
+    updateExpression: req.resume
+      ? "SET #meshes.#m = :mem REMOVE releasedAt"
+      : "SET #meshes.#m = :mem",
+    conditionExpression: `vip = :vip AND ${released} AND ${NOT_LOWER.expression}`,
+    names: membershipNames(mesh),
+    values,
+    holds: (item) =>
+      item?.vip === vip &&
+      has(item, "releasedAt") === req.resume &&
+      NOT_LOWER.holds(item, mesh, membership),
+    apply: (item) => {
+      const next = copy(item, key);
+      setMembership(next, mesh, membership);
+      delete next.releasedAt;
+      return next;
+    },
+  };
+  if (!req.resume) return [serviceWrite];
+  return [serviceWrite, ownedBy(service, vip, "REMOVE releasedAt", undefined)];
+}
+
+/** An update of `addr#<vip>` conditional on its owner: clears or sets `releasedAt`. */
+function ownedBy(
+  service: string,
+  vip: string,
+  updateExpression: string,
+  releasedAt: number | undefined,
+): ClaimWrite {
+  const key = addressKey(vip);
+  return {
+    key,
+    action: "update",
+    updateExpression,
+    conditionExpression: "#owner = :svc",
+    names: { "#owner": "owner" },
+    values: { ":svc": service, ...(releasedAt !== undefined ? { ":now": releasedAt } : {}) },
+    holds: (item) => item?.owner === service,
+    apply: (item) => {
+      const next = copy(item, key);
+      if (releasedAt === undefined) delete next.releasedAt;
+      else next.releasedAt = releasedAt;
+      return next;
+    },
+  };
+}
+
+/**
+ * Takes `candidate` for a service: a new claim (the service has none), or a move of its claim
+ * from `moveFrom` (a renumbering, counted). A released address is reclaimed only past the
+ * cutoff and only from the exact claim the finder saw. Returns the writes and which of them
+ * is the service's (so a failure can say which side lost).
+ */
+export function claimWrites(
+  req: ClaimRequest,
+  claimId: string,
+): { writes: ClaimWrite[]; serviceIndex: number } {
+  const { service, candidate, mesh, membership, nowMs } = req;
+  const writes = addressWrites(service, candidate, claimId, nowMs, req.reclaimCutoffMs);
+  const key = serviceKey(service);
+  const serviceIndex = writes.length;
+  if (req.moveFrom === undefined) {
+    const item: Item = {
+      pk: key,
+      kind: "service",
+      service,
+      vip: candidate.vip,
+      meshes: recordOf([[mesh, membershipValue(membership)]]),
+      claimedAt: nowMs,
+    };
+    writes.push({
+      key,
+      action: "put",
+      item,
+      conditionExpression: "attribute_not_exists(pk)",
+      holds: (old) => old === undefined,
+      apply: () => item,
+    });
+    return { writes, serviceIndex };
+  }
+  const oldVip = req.moveFrom;
+  writes.push({
+    key,
+    action: "update",
+    updateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt",
+    conditionExpression: `vip = :old AND ${NOT_LOWER.expression}`,
+    names: membershipNames(mesh),
+    values: {
+      ":new": candidate.vip,
+      ":old": oldVip,
+      ":mem": membershipValue(membership),
+      ":inc": membership.incarnation,
+      ":ver": membership.version,
+    },
+    holds: (item) => item?.vip === oldVip && NOT_LOWER.holds(item, mesh, membership),
+    apply: (item) => {
+      const next = copy(item, key);
+      next.vip = candidate.vip;
+      setMembership(next, mesh, membership);
+      delete next.releasedAt;
+      return next;
+    },
+  });
+  // Every move is counted, so each mesh item that still lists the old VIP is checked against
+  // the claims when next reconciled. The old address claim is kept, owned by the service:
+  // meshes not yet reconciled still list it, and a rolled-back range brings it back.
+  writes.push({
+    key: RENUMBERINGS_KEY,
+    action: "update",
+    updateExpression: "SET kind = :kind ADD moves :one",
+    values: { ":kind": "renumberings", ":one": 1 },
+    holds: () => true,
+    apply: (item) => ({
+      ...copy(item, RENUMBERINGS_KEY),
+      kind: "renumberings",
+      moves: (typeof item?.moves === "number" ? item.moves : 0) + 1,
+    }),
+  });
+  return { writes, serviceIndex };
+}
+
+function addressWrites(
+  service: string,
+  candidate: ClaimRequest["candidate"],
+  claimId: string,
+  nowMs: number,
+  reclaimCutoffMs: number,
+): ClaimWrite[] {
+  const key = addressKey(candidate.vip);
+  const item: Item = {
+    pk: key,
+    kind: "address",
+    vip: candidate.vip,
+    owner: service,
+    claimId,
+    claimedAt: nowMs,
+  };
+  const previous = candidate.reclaimFrom;
+  if (previous === undefined) {
+    return [
+      {
+        key,
+        action: "put",
+        item,
+        conditionExpression: "attribute_not_exists(pk)",
+        holds: (old) => old === undefined,
+        apply: () => item,
+      },
+    ];
+  }
+  return [
+    {
+      key: serviceKey(previous.owner),
+      action: "delete",
+      conditionExpression: "vip = :vip AND size(#meshes) = :zero AND releasedAt <= :cutoff",
+      names: { "#meshes": "meshes" },
+      values: { ":vip": candidate.vip, ":zero": 0, ":cutoff": reclaimCutoffMs },
+      holds: (old) =>
+        old?.vip === candidate.vip &&
+        mapOf(old, "meshes") !== undefined &&
+        Object.keys(mapOf(old, "meshes") ?? {}).length === 0 &&
+        typeof old.releasedAt === "number" &&
+        old.releasedAt <= reclaimCutoffMs,
+      apply: () => undefined,
+    },
+    {
+      key,
+      action: "put",
+      item,
+      conditionExpression: "claimId = :previous",
+      values: { ":previous": previous.claimId },
+      holds: (old) => old !== undefined && old.claimId === previous.claimId,
+      apply: () => item,
+    },
+  ];
+}
+
+/** Removes `mesh`'s membership if it was asserted by `incarnation` at a version up to `upToVersion`. */
+export function removeMembershipWrite(req: LeaveRequest): ClaimWrite {
+  const key = serviceKey(req.service);
+  return {
+    key,
+    action: "update",
+    updateExpression: "REMOVE #meshes.#m",
+    conditionExpression: "#meshes.#m.#i = :inc AND #meshes.#m.#v <= :ver",
+    names: membershipNames(req.mesh),
+    values: { ":inc": req.incarnation, ":ver": req.upToVersion },
+    holds: (item) => {
+      const held = membershipIn(item, req.mesh);
+      return (
+        held !== undefined && held.i === req.incarnation && (held.v as number) <= req.upToVersion
+      );
+    },
+    apply: (item) => {
+      const next = copy(item, key);
+      const meshes = mapOf(next, "meshes");
+      if (meshes !== undefined) delete meshes[req.mesh];
+      return next;
+    },
+  };
+}
+
+/** Starts the quarantine of a service no mesh uses any more, on both claims. */
+export function releaseWrites(req: ReleaseRequest): ClaimWrite[] {
+  const key = serviceKey(req.service);
+  return [
+    {
+      key,
+      action: "update",
+      updateExpression: "SET releasedAt = :now",
+      conditionExpression:
+        "size(#meshes) = :zero AND attribute_not_exists(releasedAt) AND vip = :vip",
+      names: { "#meshes": "meshes" },
+      values: { ":now": req.nowMs, ":zero": 0, ":vip": req.vip },
+      holds: (item) => {
+        const meshes = mapOf(item, "meshes");
+        return (
+          meshes !== undefined &&
+          Object.keys(meshes).length === 0 &&
+          !has(item, "releasedAt") &&
+          item?.vip === req.vip
+        );
+      },
+      apply: (item) => ({ ...copy(item, key), releasedAt: req.nowMs }),
+    },
+    ownedBy(req.service, req.vip, "SET releasedAt = :now", req.nowMs),
+  ];
+}
+
+/** Moves a range's next-fit cursor and adds to its claim count (unconditional). */
+export function cursorWrite(cidr: string, next: bigint, newlyClaimed: number): ClaimWrite {
+  const key = poolKey(cidr);
+  return {
+    key,
+    action: "update",
+    updateExpression: "SET #next = :next, kind = :kind ADD claimed :n",
+    names: { "#next": "next" },
+    values: { ":next": next.toString(), ":n": newlyClaimed, ":kind": "pool" },
+    holds: () => true,
+    apply: (item) => ({
+      ...copy(item, key),
+      next: next.toString(),
+      kind: "pool",
+      claimed: (typeof item?.claimed === "number" ? item.claimed : 0) + newlyClaimed,
+    }),
+  };
+}

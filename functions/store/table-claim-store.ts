@@ -1,0 +1,108 @@
+import {
+  addressKey,
+  type ClaimTable,
+  claimWrites,
+  cursorWrite,
+  decodeAddress,
+  decodeService,
+  membershipWrites,
+  poolKey,
+  RENUMBERINGS_KEY,
+  releaseWrites,
+  removeMembershipWrite,
+  serviceKey,
+} from "./claim-items.ts";
+import type {
+  AddressClaim,
+  ClaimOutcome,
+  ClaimRequest,
+  ClaimStore,
+  ClaimWriteResult,
+  LeaveRequest,
+  MembershipRequest,
+  ReleaseRequest,
+  ServiceClaim,
+} from "./ports.ts";
+
+/**
+ * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double).
+ * The writes come from claim-items.ts; a failed condition is answered with a fresh read of the
+ * service claim, so the caller learns what it found.
+ */
+export class TableClaimStore implements ClaimStore {
+  constructor(
+    protected readonly table: ClaimTable,
+    private readonly newId: () => string,
+  ) {}
+
+  async getServices(services: readonly string[]): Promise<Map<string, ServiceClaim>> {
+    const keys = [...new Set(services)].map(serviceKey);
+    const out = new Map<string, ServiceClaim>();
+    for (const item of await this.table.get("claims.getServices", keys)) {
+      const claim = decodeService(item);
+      out.set(claim.service, claim);
+    }
+    return out;
+  }
+
+  async getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>> {
+    const keys = [...new Set(vips)].map(addressKey);
+    const out = new Map<string, AddressClaim>();
+    for (const item of await this.table.get("claims.getAddresses", keys)) {
+      const claim = decodeAddress(item);
+      out.set(claim.vip, claim);
+    }
+    return out;
+  }
+
+  async getRenumberings(): Promise<number> {
+    const [item] = await this.table.get("claims.getRenumberings", [RENUMBERINGS_KEY]);
+    return typeof item?.moves === "number" ? item.moves : 0;
+  }
+
+  async putMembership(request: MembershipRequest): Promise<ClaimWriteResult> {
+    const outcome = await this.table.write("claims.join", membershipWrites(request));
+    if (outcome.ok) return { written: true, claim: undefined };
+    return { written: false, claim: await this.service(request.service) };
+  }
+
+  async claimAddress(request: ClaimRequest): Promise<ClaimOutcome> {
+    const { writes, serviceIndex } = claimWrites(request, this.newId());
+    const operation = request.moveFrom === undefined ? "claims.claimNew" : "claims.moveClaim";
+    const outcome = await this.table.write(operation, writes);
+    if (outcome.ok) return "ok";
+    return outcome.failed.has(serviceIndex) ? "service-changed" : "address-taken";
+  }
+
+  async removeMembership(request: LeaveRequest): Promise<ClaimWriteResult> {
+    const outcome = await this.table.write("claims.leave", [removeMembershipWrite(request)]);
+    if (outcome.ok) {
+      return {
+        written: true,
+        claim: outcome.item === undefined ? undefined : decodeService(outcome.item),
+      };
+    }
+    return { written: false, claim: await this.service(request.service) };
+  }
+
+  async release(request: ReleaseRequest): Promise<boolean> {
+    return (await this.table.write("claims.release", releaseWrites(request))).ok;
+  }
+
+  async readCursor(cidr: string): Promise<bigint> {
+    const [item] = await this.table.get("claims.readCursor", [poolKey(cidr)]);
+    const next = item?.next;
+    return typeof next === "string" && /^\d+$/.test(next) ? BigInt(next) : 0n;
+  }
+
+  async advanceCursor(cidr: string, next: bigint, newlyClaimed: number): Promise<number> {
+    const outcome = await this.table.write("claims.advanceCursor", [
+      cursorWrite(cidr, next, newlyClaimed),
+    ]);
+    return outcome.ok ? Number(outcome.item?.claimed ?? 0) : 0;
+  }
+
+  private async service(service: string): Promise<ServiceClaim | undefined> {
+    return (await this.getServices([service])).get(service);
+  }
+}

@@ -1,0 +1,437 @@
+/**
+ * One contract for both implementations of the store ports: the in-memory doubles the unit and
+ * property tests run on, and the DynamoDB adapters on moto_server. Every case runs against
+ * both, so the doubles cannot drift from the adapters.
+ */
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { joinMesh, leaveMesh } from "../../functions/allocator/claim-decisions.ts";
+import { VersionConflictError } from "../../functions/domain/errors.ts";
+import type { Membership, VipItem } from "../../functions/domain/types.ts";
+import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import { createTables } from "../../functions/store/create-tables.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
+import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
+import type {
+  AddressCandidate,
+  AddressClaim,
+  ClaimStore,
+  ServiceClaim,
+  VipItemStore,
+} from "../../functions/store/ports.ts";
+import {
+  InMemoryClaimStore,
+  InMemoryVipItemStore,
+  sequentialIds,
+} from "../fixtures/in-memory-ports.ts";
+
+let moto: MotoServer;
+let client: DynamoDBClient;
+let counter = 0;
+
+beforeAll(async () => {
+  moto = await startMoto();
+  client = new DynamoDBClient({
+    endpoint: moto.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  });
+});
+
+afterAll(async () => {
+  client?.destroy();
+  await moto?.stop();
+});
+
+interface Stores {
+  readonly claims: ClaimStore;
+  readonly vipItems: VipItemStore;
+}
+
+const IMPLEMENTATIONS: Array<[string, () => Promise<Stores>]> = [
+  [
+    "in memory",
+    async () => ({ claims: new InMemoryClaimStore(), vipItems: new InMemoryVipItemStore() }),
+  ],
+  [
+    "DynamoDB adapters on moto_server",
+    async () => {
+      counter += 1;
+      const prefix = `contract-${process.pid}-${counter}`;
+      const tables = {
+        meshes: `${prefix}-meshes`,
+        dataplanes: `${prefix}-dataplanes`,
+        vips: `${prefix}-vips`,
+        claims: `${prefix}-claims`,
+      };
+      await createTables(client, tables);
+      const doc = new DocumentClient(client);
+      return {
+        claims: new DynamoClaimStore(doc, tables.claims, sequentialIds("claim")),
+        vipItems: new DynamoVipItemStore(doc, tables.vips),
+      };
+    },
+  ],
+];
+
+const member: Membership = { incarnation: "i1", version: 1 };
+
+function vipItem(version: number, vips: Record<string, string> = {}): VipItem {
+  return { mesh: "m", version, vips, cidr: "10.0.0.0/30", updatedAt: "t", incarnation: "i1" };
+}
+
+function at(vip: string, offset: number, reclaimFrom?: AddressClaim): AddressCandidate {
+  return { vip, offset: BigInt(offset), ...(reclaimFrom !== undefined ? { reclaimFrom } : {}) };
+}
+
+async function serviceClaim(
+  claims: ClaimStore,
+  service: string,
+): Promise<ServiceClaim | undefined> {
+  return (await claims.getServices([service])).get(service);
+}
+
+async function addressClaim(claims: ClaimStore, vip: string): Promise<AddressClaim | undefined> {
+  return (await claims.getAddresses([vip])).get(vip);
+}
+
+function claimNew(
+  claims: ClaimStore,
+  service: string,
+  candidate: AddressCandidate,
+  mesh: string,
+  nowMs: number,
+  reclaimCutoffMs: number,
+) {
+  return claims.claimAddress({
+    service,
+    candidate,
+    mesh,
+    membership: member,
+    nowMs,
+    reclaimCutoffMs,
+  });
+}
+
+function leave(
+  claims: ClaimStore,
+  service: string,
+  mesh: string,
+  inc: string,
+  upTo: number,
+  nowMs: number,
+) {
+  return leaveMesh(claims, { service, mesh, incarnation: inc, upToVersion: upTo, nowMs });
+}
+
+describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
+  it("creates an item only when none exists", async () => {
+    // Arrange
+    const { vipItems } = await make();
+    await vipItems.put(vipItem(1), undefined);
+
+    // Act
+    const again = vipItems.put(vipItem(1), undefined);
+
+    // Assert
+    await expect(again).rejects.toBeInstanceOf(VersionConflictError);
+  });
+
+  it("writes over the version it was given, and only that one", async () => {
+    // Arrange
+    const { vipItems } = await make();
+    await vipItems.put(vipItem(1), undefined);
+
+    // Act
+    const stale = vipItems.put(vipItem(2, { a: "10.0.0.1" }), 0);
+    await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
+    const size = await vipItems.put(vipItem(2, { a: "10.0.0.0" }), 1);
+
+    // Assert
+    expect(size).toBeGreaterThan(0);
+    expect(await vipItems.get("m")).toMatchObject({ version: 2, vips: { a: "10.0.0.0" } });
+  });
+
+  it("deletes only the version it was given", async () => {
+    // Arrange
+    const { vipItems } = await make();
+    await vipItems.put(vipItem(1), undefined);
+
+    // Act
+    const stale = vipItems.delete("m", 2);
+    await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
+    const missing = vipItems.delete("other", 1);
+    await expect(missing).rejects.toBeInstanceOf(VersionConflictError);
+
+    // Assert
+    await vipItems.delete("m", 1);
+    expect(await vipItems.get("m")).toBeUndefined();
+  });
+
+  it("stores a mesh beyond 64 KB in the compact format and reads it back whole", async () => {
+    // Arrange
+    const vips = Object.fromEntries(
+      Array.from({ length: 3000 }, (_, i) => [`service-${i}`, `10.0.${i >> 8}.${i & 255}`]),
+    );
+    const { vipItems } = await make();
+
+    // Act
+    const bytes = await vipItems.put(vipItem(1, vips), undefined);
+
+    // Assert
+    expect(bytes).toBeLessThan(64 * 1024);
+    expect((await vipItems.get("m"))?.vips).toEqual(vips);
+  });
+
+  it("keeps service names that are JavaScript property names, and private attributes", async () => {
+    // Arrange
+    const { vipItems } = await make();
+    const vips = JSON.parse('{"__proto__":"10.0.0.0","constructor":"10.0.0.1"}');
+    const item = { ...vipItem(1, vips), renumberings: 3, leaving: ["toString"] };
+
+    // Act
+    await vipItems.put(item, undefined);
+    const read = await vipItems.get("m");
+
+    // Assert
+    expect(Object.keys(read?.vips ?? {})).toEqual(["__proto__", "constructor"]);
+    expect(read?.renumberings).toBe(3);
+    expect(read?.leaving).toEqual(["toString"]);
+  });
+
+  it("returns copies that do not alias the stored item", async () => {
+    // Arrange
+    const { vipItems } = await make();
+    await vipItems.put(vipItem(1, { a: "10.0.0.0" }), undefined);
+
+    // Act
+    const read = await vipItems.get("m");
+    (read?.vips as Record<string, string>).a = "changed";
+
+    // Assert
+    expect((await vipItems.get("m"))?.vips).toEqual({ a: "10.0.0.0" });
+  });
+});
+
+describe.each(IMPLEMENTATIONS)("ClaimStore contract: %s", (_name, make) => {
+  it("claims an address and a service together, and neither when one is taken", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+
+    // Act
+    const addressTaken = await claimNew(claims, "b", at("10.0.0.0", 0), "m", 1, 0);
+    const serviceTaken = await claimNew(claims, "a", at("10.0.0.1", 1), "m", 1, 0);
+
+    // Assert
+    expect(addressTaken).toBe("address-taken");
+    expect(serviceTaken).toBe("service-changed");
+    expect([...(await claims.getServices(["a", "b"])).keys()]).toEqual(["a"]);
+    expect([...(await claims.getAddresses(["10.0.0.0", "10.0.0.1"])).keys()]).toEqual(["10.0.0.0"]);
+  });
+
+  it("releases a service, on both claims, when its last mesh leaves", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m1", 1, 0);
+    await joinMesh(claims, {
+      service: "a",
+      vip: "10.0.0.0",
+      mesh: "m2",
+      membership: member,
+      resume: false,
+    });
+
+    // Act
+    const wrongIncarnation = await leave(claims, "a", "m1", "other", 9, 50);
+    const tooOld = await leave(claims, "a", "m1", "i1", 0, 50);
+    const first = await leave(claims, "a", "m1", "i1", 1, 50);
+    const last = await leave(claims, "a", "m2", "i1", 1, 60);
+
+    // Assert
+    expect([wrongIncarnation, tooOld, first, last]).toEqual(["kept", "kept", "left", "released"]);
+    expect((await serviceClaim(claims, "a"))?.releasedAt).toBe(60);
+    expect((await addressClaim(claims, "10.0.0.0"))?.releasedAt).toBe(60);
+  });
+
+  it("releases a service whose last membership is already gone (a retried leave)", async () => {
+    // Arrange: the membership was removed, but the release never happened
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    const removed = await claims.removeMembership({
+      service: "a",
+      mesh: "m",
+      incarnation: "i1",
+      upToVersion: 1,
+    });
+
+    // Act
+    const retried = await leave(claims, "a", "m", "i1", 1, 70);
+
+    // Assert
+    expect(removed.written).toBe(true);
+    expect(removed.claim?.meshes.size).toBe(0);
+    expect(retried).toBe("released");
+    expect((await serviceClaim(claims, "a"))?.releasedAt).toBe(70);
+  });
+
+  it("says what it found when a condition fails", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+
+    // Act
+    const wrongVip = await claims.putMembership({
+      service: "a",
+      vip: "10.0.0.9",
+      mesh: "m2",
+      membership: member,
+      resume: false,
+    });
+    const missing = await claims.removeMembership({
+      service: "zz",
+      mesh: "m",
+      incarnation: "i1",
+      upToVersion: 1,
+    });
+
+    // Assert
+    expect(wrongVip.written).toBe(false);
+    expect(wrongVip.claim?.vip).toBe("10.0.0.0");
+    expect([...(wrongVip.claim?.meshes.keys() ?? [])]).toEqual(["m"]);
+    expect(missing).toEqual({ written: false, claim: undefined });
+  });
+
+  it("joins a released claim only as released, ending its quarantine", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    await leave(claims, "a", "m", "i1", 1, 50);
+    const v2 = { incarnation: "i1", version: 2 };
+
+    // Act
+    const asLive = await joinMesh(claims, {
+      service: "a",
+      vip: "10.0.0.0",
+      mesh: "m",
+      membership: v2,
+      resume: false,
+    });
+    const asReleased = await joinMesh(claims, {
+      service: "a",
+      vip: "10.0.0.0",
+      mesh: "m",
+      membership: v2,
+      resume: true,
+    });
+
+    // Assert
+    expect(asLive).toBe(false);
+    expect(asReleased).toBe(true);
+    expect((await serviceClaim(claims, "a"))?.releasedAt).toBeUndefined();
+    expect((await addressClaim(claims, "10.0.0.0"))?.releasedAt).toBeUndefined();
+  });
+
+  it("reclaims a released address only after the cutoff, deleting the old service claim", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    await leave(claims, "a", "m", "i1", 1, 1000);
+    const previous = await addressClaim(claims, "10.0.0.0");
+
+    // Act
+    const early = await claimNew(claims, "b", at("10.0.0.0", 0, previous), "m", 1500, 999);
+    const due = await claimNew(claims, "b", at("10.0.0.0", 0, previous), "m", 2500, 1000);
+
+    // Assert
+    expect(early).toBe("address-taken");
+    expect(due).toBe("ok");
+    expect(await serviceClaim(claims, "a")).toBeUndefined();
+    expect(await addressClaim(claims, "10.0.0.0")).toMatchObject({
+      owner: "b",
+      releasedAt: undefined,
+    });
+  });
+
+  it("moves a claim to a new address, keeps the old one owned by the service, and counts the move", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    const before = await claims.getRenumberings();
+
+    // Act
+    const moved = await claims.claimAddress({
+      service: "a",
+      candidate: at("10.0.1.0", 0),
+      mesh: "m",
+      membership: { incarnation: "i1", version: 2 },
+      nowMs: 5,
+      reclaimCutoffMs: 0,
+      moveFrom: "10.0.0.0",
+    });
+
+    // Assert
+    expect(moved).toBe("ok");
+    expect((await serviceClaim(claims, "a"))?.vip).toBe("10.0.1.0");
+    expect((await addressClaim(claims, "10.0.0.0"))?.owner).toBe("a");
+    expect((await addressClaim(claims, "10.0.1.0"))?.owner).toBe("a");
+    expect(before).toBe(0);
+    expect(await claims.getRenumberings()).toBe(1);
+  });
+
+  it("keeps mesh names that are JavaScript property names as memberships", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "__proto__", 1, 0);
+
+    // Act
+    const joined = await joinMesh(claims, {
+      service: "a",
+      vip: "10.0.0.0",
+      mesh: "constructor",
+      membership: member,
+      resume: false,
+    });
+
+    // Assert
+    expect(joined).toBe(true);
+    expect([...((await serviceClaim(claims, "a"))?.meshes.keys() ?? [])].sort()).toEqual([
+      "__proto__",
+      "constructor",
+    ]);
+  });
+
+  it("keeps the cursor and the claim count of each range", async () => {
+    // Arrange
+    const { claims } = await make();
+
+    // Act
+    const fresh = await claims.readCursor("10.0.0.0/30");
+    const count = await claims.advanceCursor("10.0.0.0/30", 3n, 2);
+    const again = await claims.advanceCursor("10.0.0.0/30", 0n, 1);
+
+    // Assert
+    expect(fresh).toBe(0n);
+    expect(count).toBe(2);
+    expect(again).toBe(3);
+    expect(await claims.readCursor("10.0.0.0/30")).toBe(0n);
+    expect(await claims.readCursor("10.0.0.0/29")).toBe(0n);
+  });
+});
+
+describe("InMemoryClaimStore", () => {
+  it("rejects a transaction that names one item twice, as DynamoDB does", async () => {
+    // Arrange
+    const claims = new InMemoryClaimStore();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    await leave(claims, "a", "m", "i1", 1, 0);
+    const previous = await addressClaim(claims, "10.0.0.0");
+
+    // Act
+    const attempt = claimNew(claims, "a", at("10.0.0.0", 0, previous), "m", 10, 10);
+
+    // Assert
+    await expect(attempt).rejects.toThrow(/ValidationException/);
+  });
+});
