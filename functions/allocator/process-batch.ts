@@ -5,6 +5,7 @@ import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
 import type { TableNames } from "../store/table-definitions.ts";
 import { AddressFinder } from "./address-finder.ts";
+import { BatchIngresses } from "./batch-ingresses.ts";
 import {
   flushFinder,
   type MeshOutcome,
@@ -16,7 +17,7 @@ import { METRIC } from "./telemetry-names.ts";
 
 /** The stores one batch works on. */
 export interface BatchPorts {
-  /** A view of the input tables for this batch (the adapter reads the ingresses once per batch). */
+  /** The input tables (the batch reads the ingresses once, through {@link BatchIngresses}). */
   readonly source: MeshSource;
   readonly vipItems: VipItemStore;
   readonly claims: ClaimStore;
@@ -96,6 +97,7 @@ export async function processBatch(
   );
   const deps: ReconcileDeps = {
     addresses,
+    ingresses: new BatchIngresses(ports.source),
     source: ports.source,
     vipItems: ports.vipItems,
     claims: ports.claims,

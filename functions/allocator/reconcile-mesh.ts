@@ -13,6 +13,7 @@ import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
+import type { BatchIngresses } from "./batch-ingresses.ts";
 import { joinMesh, leaveMesh } from "./claim-decisions.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
@@ -29,6 +30,8 @@ export interface ReconcileDeps {
   readonly newId: () => string;
   readonly sleep: (ms: number) => Promise<void>;
   readonly random: () => number;
+  /** The batch's shared read of the ingresses; absent: each pass reads them itself. */
+  readonly ingresses?: BatchIngresses;
   /**
    * A finder shared by the meshes of one invocation (the caller flushes it). When absent,
    * each pass uses its own and flushes it.
@@ -101,13 +104,12 @@ async function inputsStill(
 ): Promise<boolean> {
   if ((await deps.source.meshExists(mesh)) !== exists) return false;
   if (!exists) return true;
-  deps.source.refresh?.();
+  // Fresh reads, not the batch's view of the ingresses (their issues were reported already).
   const [dataplanes, ingresses] = await Promise.all([
     deps.source.dataplanesOf(mesh),
-    deps.source.ingressesFor(mesh),
+    deps.source.ingresses(),
   ]);
-  deps.source.drainIssues();
-  const now = deriveServiceSet(mesh, dataplanes, ingresses).services;
+  const now = deriveServiceSet(mesh, dataplanes.records, ingresses.records).services;
   return now.length === services.length && now.every((service, i) => service === services[i]);
 }
 
@@ -165,10 +167,14 @@ async function attemptOnce(
 
   const [dataplanes, ingresses] = await Promise.all([
     source.dataplanesOf(mesh),
-    source.ingressesFor(mesh),
+    // The batch's shared read on a first attempt; a later attempt follows a change seen after
+    // a write, so it reads the tables again.
+    deps.ingresses !== undefined && attempt === 1 ? deps.ingresses.get() : source.ingresses(),
   ]);
-  const { services, issues } = deriveServiceSet(mesh, dataplanes, ingresses);
-  for (const issue of [...source.drainIssues(), ...issues]) telemetry.badInput(issue);
+  const { services, issues } = deriveServiceSet(mesh, dataplanes.records, ingresses.records);
+  for (const issue of [...dataplanes.issues, ...ingresses.issues, ...issues]) {
+    telemetry.badInput(issue);
+  }
 
   // Read before the claims: a claim that moves after this read bumps the count again.
   const renumberings = await deps.claims.getRenumberings();

@@ -8,17 +8,14 @@ import {
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
 import { toPlain } from "./attribute-values.ts";
-import type { MeshSource } from "./ports.ts";
+import type { MeshSource, SourceRead } from "./ports.ts";
 
 /**
- * Reads the input tables. Dataplanes of a mesh: one strongly consistent Query of its
- * partition. Ingresses: a filtered Scan, done at most once per batch (the result is shared by
- * every mesh the batch touches; a later change to an ingress brings its own stream record).
+ * Reads the input tables, statelessly. Dataplanes of a mesh: one strongly consistent Query of
+ * its partition. Ingresses: a filtered Scan of the dataplanes table (a batch shares one).
+ * Bad-input issues name the configured (physical) table.
  */
 export class DynamoMeshSource implements MeshSource {
-  private ingresses: Promise<DataplaneRecord[]> | undefined;
-  private issues: InputIssue[] = [];
-
   constructor(
     private readonly client: DynamoDBClient,
     private readonly tables: { readonly meshes: string; readonly dataplanes: string },
@@ -37,8 +34,7 @@ export class DynamoMeshSource implements MeshSource {
     return result.Item !== undefined;
   }
 
-  async dataplanesOf(mesh: string): Promise<DataplaneRecord[]> {
-    const records: DataplaneRecord[] = [];
+  async dataplanesOf(mesh: string): Promise<SourceRead> {
     const pages = paginateQuery(
       { client: this.client },
       {
@@ -49,29 +45,10 @@ export class DynamoMeshSource implements MeshSource {
         ConsistentRead: true,
       },
     );
-    for await (const page of pages) {
-      for (const item of page.Items ?? []) records.push(this.decode(item));
-    }
-    return records;
+    return await this.collect(pages);
   }
 
-  ingressesFor(_mesh: string): Promise<DataplaneRecord[]> {
-    this.ingresses ??= this.scanIngresses();
-    return this.ingresses;
-  }
-
-  refresh(): void {
-    this.ingresses = undefined;
-  }
-
-  drainIssues(): InputIssue[] {
-    const issues = this.issues;
-    this.issues = [];
-    return issues;
-  }
-
-  private async scanIngresses(): Promise<DataplaneRecord[]> {
-    const records: DataplaneRecord[] = [];
+  async ingresses(): Promise<SourceRead> {
     const pages = paginateScan(
       { client: this.client },
       {
@@ -81,25 +58,31 @@ export class DynamoMeshSource implements MeshSource {
         ConsistentRead: true,
       },
     );
-    for await (const page of pages) {
-      for (const item of page.Items ?? []) records.push(this.decode(item));
-    }
-    return records;
+    return await this.collect(pages);
   }
 
-  private decode(item: Record<string, AttributeValue>): DataplaneRecord {
-    const mesh = item.mesh?.S ?? "";
-    const name = item.name?.S ?? "";
-    try {
-      return { mesh, name, item: toPlain(item) };
-    } catch (error) {
-      this.issues.push({
-        table: this.tables.dataplanes,
-        key: { mesh, name },
-        field: "(item)",
-        reason: `undecodable: ${error instanceof Error ? error.message : String(error)}`,
-      });
-      return { mesh, name, item: undefined };
+  private async collect(
+    pages: AsyncIterable<{ Items?: Record<string, AttributeValue>[] }>,
+  ): Promise<SourceRead> {
+    const records: DataplaneRecord[] = [];
+    const issues: InputIssue[] = [];
+    for await (const page of pages) {
+      for (const item of page.Items ?? []) {
+        const mesh = item.mesh?.S ?? "";
+        const name = item.name?.S ?? "";
+        try {
+          records.push({ mesh, name, item: toPlain(item) });
+        } catch (error) {
+          issues.push({
+            table: this.tables.dataplanes,
+            key: { mesh, name },
+            field: "(item)",
+            reason: `undecodable: ${error instanceof Error ? error.message : String(error)}`,
+          });
+          records.push({ mesh, name, item: undefined });
+        }
+      }
     }
+    return { records, issues };
   }
 }

@@ -1,20 +1,22 @@
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord, Membership, VipItem } from "../domain/types.ts";
 
+/** Dataplane items read, and the items that could not be decoded at all (left out). */
+export interface SourceRead {
+  readonly records: readonly DataplaneRecord[];
+  readonly issues: readonly InputIssue[];
+}
+
 /**
- * Where the allocator reads its inputs. "The dataplanes of a mesh" and "the ingresses that
- * advertise for a mesh" sit behind this one port so an index can replace the re-read later.
+ * Where the allocator reads its inputs, statelessly: every call reads the tables as they are
+ * now. (A batch shares one read of the ingresses: see allocator/batch-ingresses.ts.)
  */
 export interface MeshSource {
   meshExists(mesh: string): Promise<boolean>;
   /** Every dataplane item stored under `mesh`, ingresses included. */
-  dataplanesOf(mesh: string): Promise<DataplaneRecord[]>;
-  /** Every ingress dataplane, whatever mesh it is stored under, that may advertise for `mesh`. */
-  ingressesFor(mesh: string): Promise<DataplaneRecord[]>;
-  /** Items the adapter could not decode at all (reported, then left out). */
-  drainIssues(): InputIssue[];
-  /** Forgets anything cached, so the next reads see the tables as they are now. */
-  refresh?(): void;
+  dataplanesOf(mesh: string): Promise<SourceRead>;
+  /** Every ingress dataplane, whatever mesh it is stored under. */
+  ingresses(): Promise<SourceRead>;
 }
 
 /** The public per-mesh VIP items. Writes are conditional on the version read before. */

@@ -15,6 +15,7 @@
 import type { DynamoDBRecord } from "aws-lambda";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { BatchIngresses } from "../../functions/allocator/batch-ingresses.ts";
 import { processBatch } from "../../functions/allocator/process-batch.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
@@ -28,7 +29,7 @@ import {
   ingress,
   meshRecord,
 } from "../fixtures/builders.ts";
-import { BatchMeshSource, jitteredPause, seededRandom } from "../fixtures/in-memory-ports.ts";
+import { jitteredPause, seededRandom } from "../fixtures/in-memory-ports.ts";
 import { World } from "./reconcile-world.ts";
 
 const MESHES = ["default", "mesh-1", "mesh-2"] as const;
@@ -313,7 +314,7 @@ class Pipeline {
       const response = await processBatch(
         { Records: batch },
         {
-          source: new BatchMeshSource(this.world.source),
+          source: this.world.source,
           vipItems: this.world.vipItems,
           claims: this.world.claims,
           telemetry: this.world.telemetry,
@@ -964,8 +965,8 @@ describe("reconcileMesh properties", () => {
               world.source.deleteMesh("default");
               break;
           }
-          const source = new BatchMeshSource(world.source);
-          running.push(redelivered(world, "default", { source }));
+          const ingresses = new BatchIngresses(world.source);
+          running.push(redelivered(world, "default", { ingresses }));
           for (let i = 0; i < ticks; i++) await Promise.resolve();
         }
         await Promise.all(running);

@@ -7,6 +7,7 @@
 import { DynamoDBClient, ScanCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { describe, expect, it, vi } from "vitest";
+import { BatchIngresses } from "../../functions/allocator/batch-ingresses.ts";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { InvalidCidrError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
@@ -14,8 +15,9 @@ import { isValidServiceName } from "../../functions/domain/service-set.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
+import type { SourceRead } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
-import { BatchMeshSource, Gate } from "../fixtures/in-memory-ports.ts";
+import { Gate } from "../fixtures/in-memory-ports.ts";
 import { World } from "./reconcile-world.ts";
 
 function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
@@ -231,26 +233,28 @@ describe("regression 3 with the adapter's per-batch ingress scan", () => {
     await world.reconcile("m");
     const before = world.vips("m");
     world.source.deleteDataplane("m", "dp-2");
-    const staleBatch = new BatchMeshSource(world.source);
+    const staleBatch = new BatchIngresses(world.source);
     const put = gate.holdNext("vips.put");
-    const stale = world.reconcile("m", { source: staleBatch });
+    const stale = world.reconcile("m", { ingresses: staleBatch });
     await put.reached;
 
     // Act: an ingress stored under x now offers b to m; the next batch finds nothing to change
     world.source.putDataplane(ingress("x", "ingress", [{ mesh: "m", service: "b" }]));
-    const fresh = await world.reconcile("m", { source: new BatchMeshSource(world.source) });
+    const fresh = await world.reconcile("m", { ingresses: new BatchIngresses(world.source) });
     put.release();
     await stale;
 
     // Assert
     expect(fresh.action).toBe("unchanged");
     expect(world.vips("m")).toEqual(before);
-    expect(staleBatch.scans).toBeGreaterThan(1);
+    // The stale batch's own read happened once; the check after its write read the tables again.
+    expect(staleBatch.reads).toBe(1);
+    expect(world.source.ingressScans).toBeGreaterThan(2);
     expect(world.claims.serviceClaim("b")?.releasedAt).toBeUndefined();
     expectInvariants(world, ["m"]);
   });
 
-  it("DynamoMeshSource scans the ingresses once per batch, and again after refresh", async () => {
+  it("a batch scans the ingresses once through DynamoMeshSource; a fresh read scans again", async () => {
     // Arrange
     const client = new DynamoDBClient({
       region: "us-east-1",
@@ -273,17 +277,17 @@ describe("regression 3 with the adapter's per-batch ingress scan", () => {
       };
     }) as never);
     const source = new DynamoMeshSource(client, { meshes: "meshes", dataplanes: "dataplanes" });
-    const offers = async () => {
-      const [record] = await source.ingressesFor("m");
+    const batch = new BatchIngresses(source);
+    const offers = async (read: () => Promise<SourceRead>) => {
+      const [record] = (await read()).records;
       const item = record?.item as { networking: { ingress: { availableServices: unknown[] } } };
       return item.networking.ingress.availableServices.length;
     };
 
     // Act
-    const first = await offers();
-    const cached = await offers();
-    source.refresh();
-    const refreshed = await offers();
+    const first = await offers(() => batch.get());
+    const cached = await offers(() => batch.get());
+    const refreshed = await offers(() => source.ingresses());
 
     // Assert
     expect([first, cached, refreshed]).toEqual([0, 0, 1]);
