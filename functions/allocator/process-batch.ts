@@ -120,14 +120,22 @@ export async function processBatch(
         const result = await reconcileMesh(mesh, deps);
         settings.onOutcome?.(result);
       } catch (error) {
+        // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
+        const retryable = !isAllocatorError(error) || error.retryable;
         telemetry.metric(METRIC.meshFailures, "Count", 1);
-        telemetry.error("mesh failed; its records are reported for retry", {
-          mesh,
-          code: isAllocatorError(error) ? error.code : "UNEXPECTED",
-          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-        });
+        telemetry.error(
+          retryable
+            ? "mesh failed; its records are reported for retry"
+            : "mesh failed and a retry cannot help; its records are not retried",
+          {
+            mesh,
+            code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+            retryable,
+            error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          },
+        );
         settings.onFailure?.(mesh, error);
-        failedSequences.push(...(byMesh.get(mesh) ?? []));
+        if (retryable) failedSequences.push(...(byMesh.get(mesh) ?? []));
       }
     }
   };

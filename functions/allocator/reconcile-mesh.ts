@@ -1,4 +1,8 @@
-import { RetriesExhaustedError, VersionConflictError } from "../domain/errors.ts";
+import {
+  RetriesExhaustedError,
+  VersionConflictError,
+  VipItemTooLargeError,
+} from "../domain/errors.ts";
 import {
   alignWithClaims,
   buildContent,
@@ -289,7 +293,31 @@ async function attemptOnce(
     renumberings,
     ...(leaving.length > 0 ? { leaving } : {}),
   };
-  const bytes = await vipItems.put(item, current?.version);
+  let bytes: number;
+  try {
+    bytes = await vipItems.put(item, current?.version);
+  } catch (error) {
+    if (!(error instanceof VipItemTooLargeError)) throw error;
+    // Retrying cannot help: the mesh keeps its last good item, the services this pass would
+    // have added are reported, and the batch goes on. Their claims stay (a version this pass
+    // could not write may yet be written by another pass that lists them: a claim kept longer
+    // is safe, a listed VIP without its claim is not).
+    await retract(mesh, deps, asserted, current);
+    const notWritten = Object.keys(content.vips).filter((s) => own(current?.vips, s) === undefined);
+    telemetry.metric(METRIC.itemTooLarge, "Count", 1);
+    telemetry.error("VIP item too large: the mesh keeps its last good item", {
+      mesh,
+      code: error.code,
+      bytes: error.bytes,
+      limit: error.limit,
+      keptVersion: current?.version,
+      servicesNotWritten: notWritten.slice(0, 50),
+      servicesNotWrittenCount: notWritten.length,
+    });
+    return settled(
+      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    );
+  }
   telemetry.metric(METRIC.meshWrites, "Count", 1);
   telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
 

@@ -1,22 +1,24 @@
 /**
- * One error family for the allocator. Every error has a literal `code` so callers (the
- * handler, the CLI) can decide retry / skip / report without string matching, and carries the
- * data needed to write a useful log line.
+ * One error family for the allocator's domain and stores. Every error has a literal `code` so
+ * callers (the batch step, the CLI) decide without string matching, says whether a retry can
+ * help (`retryable`), keeps what caused it (`cause`), and carries the data for a useful log line.
  */
 export type AllocatorErrorCode =
   | "INVALID_CIDR"
   | "INVALID_CONFIG"
-  | "POOL_EXHAUSTED"
-  | "INVALID_INPUT"
   | "VERSION_CONFLICT"
-  | "RETRIES_EXHAUSTED";
+  | "RETRIES_EXHAUSTED"
+  | "ITEM_TOO_LARGE";
 
 export abstract class AllocatorError extends Error {
   abstract readonly code: AllocatorErrorCode;
+  /** Whether delivering the same records again can succeed. */
+  abstract readonly retryable: boolean;
 }
 
 export class InvalidCidrError extends AllocatorError {
   readonly code = "INVALID_CIDR";
+  readonly retryable = false;
   constructor(
     readonly input: string,
     readonly reason: string,
@@ -28,6 +30,7 @@ export class InvalidCidrError extends AllocatorError {
 
 export class InvalidConfigError extends AllocatorError {
   readonly code = "INVALID_CONFIG";
+  readonly retryable = false;
   constructor(
     readonly setting: string,
     readonly value: string | undefined,
@@ -35,18 +38,6 @@ export class InvalidConfigError extends AllocatorError {
   ) {
     super(`invalid ${setting}=${JSON.stringify(value)}: ${reason}`);
     this.name = "InvalidConfigError";
-  }
-}
-
-export class PoolExhaustedError extends AllocatorError {
-  readonly code = "POOL_EXHAUSTED";
-  constructor(
-    readonly cidr: string,
-    readonly size: bigint,
-    readonly service: string,
-  ) {
-    super(`pool ${cidr} has ${size} addresses and none is free for service ${service}`);
-    this.name = "PoolExhaustedError";
   }
 }
 
@@ -62,19 +53,10 @@ export interface InputIssue extends InputLocation {
   readonly reason: string;
 }
 
-export class InvalidInputError extends AllocatorError {
-  readonly code = "INVALID_INPUT";
-  constructor(readonly issue: InputIssue) {
-    super(
-      `bad item in ${issue.table} ${JSON.stringify(issue.key)}: ${issue.field}: ${issue.reason}`,
-    );
-    this.name = "InvalidInputError";
-  }
-}
-
 /** An optimistic-lock or claim condition failed: someone else wrote first. Retryable. */
 export class VersionConflictError extends AllocatorError {
   readonly code = "VERSION_CONFLICT";
+  readonly retryable = true;
   constructor(
     readonly what: string,
     readonly expected?: number,
@@ -84,8 +66,10 @@ export class VersionConflictError extends AllocatorError {
   }
 }
 
+/** Every attempt lost a race; a later delivery, when the contention is over, succeeds. */
 export class RetriesExhaustedError extends AllocatorError {
   readonly code = "RETRIES_EXHAUSTED";
+  readonly retryable = true;
   constructor(
     readonly mesh: string,
     readonly attempts: number,
@@ -93,8 +77,27 @@ export class RetriesExhaustedError extends AllocatorError {
   ) {
     super(
       `mesh ${mesh}: gave up after ${attempts} attempts: ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+      { cause: lastError },
     );
     this.name = "RetriesExhaustedError";
+  }
+}
+
+/**
+ * A mesh's VIP item cannot be encoded within DynamoDB's item limit, even compressed. Retrying
+ * cannot help: the mesh keeps its last good item and the services that did not fit are
+ * reported.
+ */
+export class VipItemTooLargeError extends AllocatorError {
+  readonly code = "ITEM_TOO_LARGE";
+  readonly retryable = false;
+  constructor(
+    readonly mesh: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`VIP item of mesh ${mesh} needs ${bytes} bytes even compressed; the limit is ${limit}`);
+    this.name = "VipItemTooLargeError";
   }
 }
 

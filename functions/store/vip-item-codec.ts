@@ -1,4 +1,5 @@
 import { gunzipSync, gzipSync } from "node:zlib";
+import { VipItemTooLargeError } from "../domain/errors.ts";
 import { emptyRecord } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 import { itemSizeBytes } from "./attribute-values.ts";
@@ -22,18 +23,6 @@ export const ITEM_MAX_BYTES = 390 * 1024;
  */
 export type StoredVipItem = Record<string, unknown>;
 
-export class VipItemTooLargeError extends Error {
-  constructor(
-    readonly mesh: string,
-    readonly bytes: number,
-  ) {
-    super(
-      `VIP item of mesh ${mesh} needs ${bytes} bytes even compressed; the limit is ${ITEM_MAX_BYTES}`,
-    );
-    this.name = "VipItemTooLargeError";
-  }
-}
-
 /** Encodes an item, choosing the compact format only when the plain one is too large. */
 export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: number } {
   const { vips, unallocated, leaving, ...rest } = item;
@@ -53,7 +42,7 @@ export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: nu
     vipsGz: gzipSync(payload, { level: 9 }),
   };
   const bytes = itemSizeBytes(compact);
-  if (bytes > ITEM_MAX_BYTES) throw new VipItemTooLargeError(item.mesh, bytes);
+  if (bytes > ITEM_MAX_BYTES) throw new VipItemTooLargeError(item.mesh, bytes, ITEM_MAX_BYTES);
   return { stored: compact, bytes };
 }
 
