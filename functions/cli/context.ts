@@ -155,7 +155,9 @@ export function allocatorPoller(
   return new StreamPoller({
     endpoint: ctx.endpoint,
     tables: config.tables,
-    handler: createStreamHandler(config),
+    // One SDK client for the whole command: the handler and the poller share the context's.
+    client: ctx.ddb,
+    handler: createStreamHandler(config, { client: ctx.ddb }),
     checkpointFile: ctx.checkpointFile,
     failureFile: ctx.failureFile,
     ...options,

@@ -1,3 +1,4 @@
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { EVENT_SOURCE_SETTINGS } from "../allocator/event-source-settings.ts";
 import type { StreamHandler } from "../allocator/stream-handler.ts";
@@ -13,6 +14,8 @@ export interface StreamPollerOptions {
   readonly region?: string | undefined;
   /** @default test/test with an endpoint and no credentials in the environment, else the SDK chain */
   readonly credentials?: StaticCredentials | undefined;
+  /** A DynamoDB client to share (the caller's); the poller then builds only its streams client. */
+  readonly client?: DynamoDBClient | undefined;
   /** Physical table names; the poller reads the `meshes` and `dataplanes` streams. */
   readonly tables: TableNames;
   readonly handler: StreamHandler;

@@ -83,6 +83,7 @@ export class StreamPoller {
   private busy = false;
   private loops: Promise<void>[] = [];
   private readonly wakers = new Set<() => void>();
+  private readonly ownsClient: boolean;
 
   constructor(options: StreamPollerOptions) {
     const config = clientConfig({
@@ -90,7 +91,8 @@ export class StreamPoller {
       region: options.region,
       credentials: options.credentials,
     });
-    this.ddb = new DynamoDBClient(config);
+    this.ownsClient = options.client === undefined;
+    this.ddb = options.client ?? new DynamoDBClient(config);
     this.streams = new DynamoDBStreamsClient(config);
     this.handler = options.handler;
     this.settings = resolvePollerSettings(options);
@@ -208,7 +210,7 @@ export class StreamPoller {
 
   /** Releases the SDK clients' sockets. */
   destroy(): void {
-    this.ddb.destroy();
+    if (this.ownsClient) this.ddb.destroy();
     this.streams.destroy();
   }
 
