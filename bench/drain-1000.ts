@@ -9,37 +9,27 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { BatchWriteCommand, DynamoDBDocumentClient, ScanCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import { VipPool } from "../functions/domain/pool.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
 import { startMoto } from "../functions/local/moto.ts";
+import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
+import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
+import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
+import { invariantViolations } from "../test/fixtures/invariants.ts";
 
 const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);
 const servicesPerMesh = 20;
-
-async function batchPut(doc: DynamoDBDocumentClient, table: string, items: object[]) {
-  for (let i = 0; i < items.length; i += 25) {
-    let requests: object[] | undefined = items
-      .slice(i, i + 25)
-      .map((Item) => ({ PutRequest: { Item } }));
-    while (requests !== undefined && requests.length > 0) {
-      const out: { UnprocessedItems?: Record<string, object[]> } = await doc.send(
-        new BatchWriteCommand({ RequestItems: { [table]: requests as never } }),
-      );
-      requests = out.UnprocessedItems?.[table];
-    }
-  }
-}
 
 const moto = await startMoto();
 const localDir = mkdtempSync(join(tmpdir(), "vips-bench-"));
 try {
   const tables = resolveTableNames({});
   const client = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
-  const doc = DynamoDBDocumentClient.from(client);
+  const doc = new DocumentClient(client);
   await createTables(client, tables);
   const meshes = Array.from({ length: meshCount }, (_, i) => `mesh-${String(i).padStart(2, "0")}`);
   // Services svc-000.. per mesh; every mesh shares svc-000..svc-004 with the others.
@@ -59,12 +49,14 @@ try {
     };
   });
   const seedStart = performance.now();
-  await batchPut(
-    doc,
+  await doc.batchWrite(
     tables.meshes,
-    meshes.map((name) => ({ name })),
+    meshes.map((name) => ({ put: { name } })),
   );
-  await batchPut(doc, tables.dataplanes, dataplanes);
+  await doc.batchWrite(
+    tables.dataplanes,
+    dataplanes.map((item) => ({ put: item })),
+  );
   const seedSeconds = (performance.now() - seedStart) / 1000;
 
   const start = performance.now();
@@ -91,23 +83,26 @@ try {
   const seconds = (performance.now() - start) / 1000;
   if (run.status !== 0) throw new Error(`drain exited ${run.status}: ${run.stderr}`);
 
-  const items = (await doc.send(new ScanCommand({ TableName: tables.vips }))).Items ?? [];
-  const owner = new Map<string, string>();
-  for (const item of items) {
-    const vips = item.vips as Record<string, string>;
-    if (Object.keys(vips).length !== servicesPerMesh) {
-      throw new Error(
-        `${item.mesh}: ${Object.keys(vips).length} services, want ${servicesPerMesh}`,
-      );
-    }
-    for (const [service, vip] of Object.entries(vips)) {
-      const held = owner.get(vip);
-      if (held !== undefined && held !== service)
-        throw new Error(`${vip} held by ${held} and ${service}`);
-      owner.set(vip, service);
-    }
+  const items = [];
+  for await (const page of paginateScan({ client }, { TableName: tables.vips })) {
+    for (const raw of page.Items ?? []) items.push(decodeVipItem(toPlain(raw)));
   }
-  if (items.length !== meshCount) throw new Error(`${items.length} VIP items, want ${meshCount}`);
+  const expected = new Map<string, string[]>();
+  for (const item of dataplanes) {
+    const services = expected.get(item.mesh as string) ?? [];
+    const service = item.networking.inbound[0]?.tags["kuma.io/service"] as string;
+    if (!services.includes(service)) services.push(service);
+    expected.set(item.mesh as string, services);
+  }
+  const violations = invariantViolations({
+    items,
+    meshes: new Set(meshes),
+    pool: VipPool.parse("240.0.0.0/4"),
+    expected,
+  });
+  if (violations.length > 0)
+    throw new Error(`invariants broken: ${violations.slice(0, 5).join("; ")}`);
+  const owner = new Set(items.flatMap((item) => Object.values(item.vips)));
   console.log(
     `seeded ${meshCount} meshes + ${dataplaneCount} dataplanes in ${seedSeconds.toFixed(1)} s; ` +
       `drain (CLI process, incl. ~0.6 s start-up): ${seconds.toFixed(1)} s: ${run.stdout.trim()}; ` +

@@ -6,7 +6,6 @@
  *   npx tsx bench/profile-drain.ts [DATAPLANES] [MESHES]
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { BatchWriteCommand, DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import type { Telemetry } from "../functions/allocator/telemetry.ts";
@@ -14,6 +13,7 @@ import { clientConfig } from "../functions/local/aws-clients.ts";
 import { startMoto } from "../functions/local/moto.ts";
 import { StreamPoller } from "../functions/local/poller.ts";
 import { createTables } from "../functions/store/create-tables.ts";
+import { DocumentClient } from "../functions/store/document-client.ts";
 
 const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);
@@ -39,7 +39,7 @@ try {
     },
     { step: "initialize", name: "profile" },
   );
-  const doc = DynamoDBDocumentClient.from(client);
+  const doc = new DocumentClient(client);
   await createTables(client, config.tables);
   const meshes = Array.from({ length: meshCount }, (_, i) => ({ name: `mesh-${i}` }));
   const dataplanes = Array.from({ length: dataplaneCount }, (_, i) => {
@@ -59,12 +59,10 @@ try {
     [config.tables.meshes, meshes],
     [config.tables.dataplanes, dataplanes],
   ] as const) {
-    for (let i = 0; i < items.length; i += 25) {
-      const RequestItems = {
-        [table]: items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } })),
-      };
-      await doc.send(new BatchWriteCommand({ RequestItems }));
-    }
+    await doc.batchWrite(
+      table,
+      items.map((item) => ({ put: item })),
+    );
   }
   stats.clear();
   const quiet: Telemetry = { metric() {}, badInput() {}, info() {}, warn() {}, error() {} };

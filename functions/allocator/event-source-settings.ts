@@ -1,7 +1,7 @@
 /**
  * The event source mapping settings, shared by the CDK construct (real Lambda) and the local
  * stream poller (which plays Lambda's part), so local runs behave like production.
- * Reasons: ../../README.md "Decisions" and shared research on ESM settings.
+ * Reasons: docs/deploy.md (event source mapping settings) and docs/decisions/.
  */
 export const EVENT_SOURCE_SETTINGS = {
   /** Records per invocation. Reconcile cost is per mesh, so bigger batches coalesce writes. */

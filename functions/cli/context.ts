@@ -1,7 +1,6 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient, ResourceNotFoundException } from "@aws-sdk/client-dynamodb";
-import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import type { AllocatorConfig } from "../allocator/config.ts";
 import { createStreamHandler } from "../allocator/stream-handler.ts";
 import {
@@ -12,6 +11,7 @@ import {
 } from "../local/aws-clients.ts";
 import { MotoUnavailableError, waitUntilAnswering } from "../local/moto.ts";
 import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
+import { DocumentClient } from "../store/document-client.ts";
 import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
 import { CliError, CommandFailedError, UsageError } from "./errors.ts";
 
@@ -87,7 +87,8 @@ export const consoleOutput: Output = {
 export class CliContext {
   readonly tables: TableNames;
   readonly ddb: DynamoDBClient;
-  readonly doc: DynamoDBDocumentClient;
+  /** Plain values in and out, names as data (the project's document client). */
+  readonly doc: DocumentClient;
   readonly localDir: string;
 
   constructor(
@@ -98,9 +99,7 @@ export class CliContext {
   ) {
     this.tables = resolveTableNames(env);
     this.ddb = new DynamoDBClient({ ...clientConfig({ endpoint }, env), maxAttempts: 3 });
-    this.doc = DynamoDBDocumentClient.from(this.ddb, {
-      marshallOptions: { removeUndefinedValues: true },
-    });
+    this.doc = new DocumentClient(this.ddb);
     this.localDir = env.VIPS_LOCAL_DIR?.trim() || join(PROJECT_ROOT, ".local");
   }
 

@@ -29,7 +29,7 @@ export interface DataplaneContribution {
 }
 
 /**
- * Reads one dataplane item the way CONTRACT.md "The service set of a mesh" defines it.
+ * Reads one dataplane item the way docs/contract.md ("The service set of a mesh") defines it.
  *
  * Bad input is contained to the smallest part: an inbound or available service with a bad
  * service tag is skipped and the rest still counts; a dataplane whose `networking`, `inbound`

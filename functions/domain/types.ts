@@ -1,4 +1,4 @@
-/** The per-mesh VIP item as downstream services read it (CONTRACT.md "Output"). */
+/** The per-mesh VIP item as downstream services read it (docs/contract.md, "Output: the VIP item of a mesh"). */
 export interface VipItem {
   readonly mesh: string;
   /** 1 when created, +1 on every write; a write happens only when the content changes. */

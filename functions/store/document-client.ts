@@ -32,6 +32,7 @@ export interface GetInput {
 export interface PutInput extends Expressions {
   readonly TableName: string;
   readonly Item: PlainRecord;
+  readonly ReturnValues?: "ALL_OLD" | "NONE";
 }
 
 export interface UpdateInput extends Expressions {
@@ -44,6 +45,7 @@ export interface UpdateInput extends Expressions {
 export interface DeleteInput extends Expressions {
   readonly TableName: string;
   readonly Key: PlainRecord;
+  readonly ReturnValues?: "ALL_OLD" | "NONE";
 }
 
 export type TransactItem =
@@ -98,15 +100,18 @@ export class DocumentClient {
     return result.Item === undefined ? undefined : fromAttributeMap(result.Item);
   }
 
-  async put(input: PutInput): Promise<void> {
+  /** Returns the item it replaced when asked with `ReturnValues: "ALL_OLD"`. */
+  async put(input: PutInput): Promise<PlainRecord | undefined> {
     try {
-      await this.client.send(
+      const result = await this.client.send(
         new PutItemCommand({
           TableName: input.TableName,
           Item: toAttributeMap(input.Item),
           ...expressions(input),
+          ...(input.ReturnValues !== undefined ? { ReturnValues: input.ReturnValues } : {}),
         }),
       );
+      return result.Attributes === undefined ? undefined : fromAttributeMap(result.Attributes);
     } catch (error) {
       conditionFailed(error);
     }
@@ -130,15 +135,18 @@ export class DocumentClient {
     }
   }
 
-  async delete(input: DeleteInput): Promise<void> {
+  /** Returns the item it deleted when asked with `ReturnValues: "ALL_OLD"`. */
+  async delete(input: DeleteInput): Promise<PlainRecord | undefined> {
     try {
-      await this.client.send(
+      const result = await this.client.send(
         new DeleteItemCommand({
           TableName: input.TableName,
           Key: toAttributeMap(input.Key),
           ...expressions(input),
+          ...(input.ReturnValues !== undefined ? { ReturnValues: input.ReturnValues } : {}),
         }),
       );
+      return result.Attributes === undefined ? undefined : fromAttributeMap(result.Attributes);
     } catch (error) {
       conditionFailed(error);
     }
@@ -148,7 +156,7 @@ export class DocumentClient {
   async transactWrite(items: readonly TransactItem[]): Promise<void> {
     const TransactItems: TransactWriteItem[] = items.map((item) => {
       if ("Put" in item) {
-        const { TableName, Item } = item.Put;
+        const { TableName, Item } = item.Put; // ReturnValues does not apply in a transaction
         return { Put: { TableName, Item: toAttributeMap(Item), ...expressions(item.Put) } };
       }
       if ("Update" in item) {

@@ -41,8 +41,8 @@ describe("the allocator against moto_server with real stream records", () => {
     await w.putDataplane(dataplane("mesh-2", "dp-1", ["another-mesh-svc"]));
     await w.putDataplane(
       ingress("mesh-1", "ingress-1", [
-        ["mesh-1", "ingress-svc"],
-        ["mesh-2", "another-mesh-ingress-svc"],
+        { mesh: "mesh-1", service: "ingress-svc" },
+        { mesh: "mesh-2", service: "another-mesh-ingress-svc" },
       ]),
     );
 

@@ -255,12 +255,9 @@ describe("defect 5: events the handler cannot read", () => {
   it("drains a dataplane whose tag map has an empty-string key and allocates its service", async () => {
     const w = await world();
     await w.putMesh("default");
-    const item = dataplane("default", "dp-1", ["web"]);
-    item.networking.inbound[0] = {
-      port: 8080,
-      tags: { "": "empty-key", "kuma.io/service": "web" } as never,
-    };
-    await w.putDataplane(item);
+    await w.putDataplane(
+      dataplane("default", "dp-1", [{ service: "web", tags: { "": "empty-key" } }]),
+    );
     await w.putDataplane(dataplane("default", "dp-2", ["api"]));
 
     await w.drain();

@@ -16,6 +16,7 @@ import { createTables } from "../../functions/store/create-tables.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
+import { invariantViolations } from "../fixtures/invariants.ts";
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 let counter = 0;
@@ -167,43 +168,12 @@ export async function createWorld(
   };
 }
 
-/** A dataplane with one inbound per service. */
-export function dataplane(mesh: string, name: string, services: string[], extra: object = {}) {
-  return {
-    mesh,
-    name,
-    networking: {
-      address: "10.0.0.1",
-      inbound: services.map((service, index) => ({
-        port: 8080 + index,
-        tags: { "kuma.io/service": service },
-      })),
-    },
-    ...extra,
-  };
-}
-
-/** An ingress stored under `mesh` advertising `available` = [[mesh, service], ...]. */
-export function ingress(mesh: string, name: string, available: Array<[string, string]>) {
-  return {
-    mesh,
-    name,
-    networking: {
-      address: "10.0.0.2",
-      ingress: {
-        availableServices: available.map(([m, service]) => ({
-          mesh: m,
-          tags: { "kuma.io/service": service },
-          instances: 1,
-        })),
-      },
-    },
-  };
-}
+/** The one dataplane builder of the tests (test/fixtures/builders.ts). */
+export { dataplane, ingress } from "../fixtures/builders.ts";
 
 /**
  * Checks the contract's invariants 2-6 over every VIP item, and coverage (1) against the
- * expected service sets when given.
+ * expected service sets when given (test/fixtures/invariants.ts).
  */
 export async function expectInvariants(
   world: World,
@@ -211,39 +181,14 @@ export async function expectInvariants(
 ): Promise<VipItem[]> {
   const items = await world.allVipItems();
   const meshes = new Set(await world.meshNames());
-  const pool = VipPool.parse(world.config.pool.cidr);
-  const owner = new Map<string, string>();
-  const vipOf = new Map<string, string>();
-  for (const item of items) {
-    expect(meshes.has(item.mesh), `orphan VIP item for mesh ${item.mesh}`).toBe(true);
-    const seen = new Set<string>();
-    for (const [service, vip] of Object.entries(item.vips)) {
-      expect(pool.contains(vip), `${item.mesh}/${service} ${vip} in ${pool.cidr}`).toBe(true);
-      expect(seen.has(vip), `duplicate ${vip} in mesh ${item.mesh}`).toBe(false);
-      seen.add(vip);
-      const previous = vipOf.get(service);
-      if (previous !== undefined) {
-        expect(vip, `service ${service} has the same VIP in every mesh`).toBe(previous);
-      }
-      vipOf.set(service, vip);
-      const holder = owner.get(vip);
-      if (holder !== undefined) expect(holder, `${vip} is held by one service`).toBe(service);
-      owner.set(vip, service);
-    }
-  }
-  if (expected !== undefined) {
-    // Maps, not objects: mesh and service names such as `__proto__` are data.
-    const actual = new Map<string, string[]>();
-    for (const item of items) {
-      actual.set(
-        item.mesh,
-        [...Object.keys(item.vips), ...Object.keys(item.unallocated ?? {})].sort(),
-      );
-    }
-    const want = new Map<string, string[]>();
-    const entries = expected instanceof Map ? [...expected] : Object.entries(expected);
-    for (const [mesh, services] of entries) want.set(mesh, [...services].sort());
-    expect(actual).toEqual(want);
-  }
+  const violations = invariantViolations({
+    items,
+    meshes,
+    pool: VipPool.parse(world.config.pool.cidr),
+    ...(expected !== undefined
+      ? { expected: expected instanceof Map ? expected : new Map(Object.entries(expected)) }
+      : {}),
+  });
+  expect(violations).toEqual([]);
   return items;
 }

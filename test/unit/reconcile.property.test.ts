@@ -7,7 +7,7 @@
  * shard at a time, records of a shard in order, different shards at once, a failed batch
  * retried). Each batch runs the handler's step: the meshes its records touch, reconciled up to
  * four at once. Random scenarios interleave changes, batches, microtask ticks, clock advances
- * and full drains; safety invariants are checked after every action, CONTRACT.md 1-6 and
+ * and full drains; safety invariants are checked after every action, invariants 1-6 of docs/contract.md and
  * stability at every drained moment, and everything (1-9) after the final full reconcile.
  * Each batch reads the tables through its own source, which, like the adapter, scans the
  * ingresses once per batch.
@@ -405,7 +405,7 @@ function assertSafe(world: World): void {
   }
 }
 
-/** Invariants 1-6 of CONTRACT.md, plus the claims that back them. */
+/** Invariants 1-6 of docs/contract.md, plus the claims that back them. */
 function assertInvariants(world: World): void {
   for (const mesh of MESHES) {
     const item = world.vipItems.peek(mesh);

@@ -37,7 +37,7 @@ function expectGloballyUnique(world: World): void {
 }
 
 /**
- * CONTRACT.md 1-6 for `meshes`, plus the claims that back every listed VIP (the service's live
+ * docs/contract.md invariants 1-6 for `meshes`, plus the claims that back every listed VIP (the service's live
  * claim, with a membership of the mesh, and the address owned by the service).
  */
 function expectInvariants(world: World, meshes: readonly string[]): void {

@@ -1,4 +1,3 @@
-import { BatchWriteCommand } from "@aws-sdk/lib-dynamodb";
 import { loadConfig } from "../../allocator/config.ts";
 import type { VipItem } from "../../domain/types.ts";
 import { type MotoServer, MotoUnavailableError, startMoto } from "../../local/moto.ts";
@@ -13,25 +12,6 @@ import { untilSignal, VipWatcher } from "./watch.ts";
 
 /** The file the closing hint tells the user to put from another terminal. */
 export const DEMO_HINT_FILE = "test/fixtures/kuma/web.yaml";
-
-async function batchPut(
-  ctx: CliContext,
-  table: string,
-  items: readonly Record<string, unknown>[],
-): Promise<void> {
-  for (let i = 0; i < items.length; i += 25) {
-    let requests: Record<string, unknown>[] | undefined = items
-      .slice(i, i + 25)
-      .map((item) => ({ PutRequest: { Item: item } }));
-    for (let attempt = 0; requests !== undefined && requests.length > 0; attempt++) {
-      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
-      const result = await ctx.doc.send(
-        new BatchWriteCommand({ RequestItems: { [table]: requests as never } }),
-      );
-      requests = result.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
-    }
-  }
-}
 
 /** The per-mesh summary: services sorted, their VIPs, the version; then shared services. */
 export function summaryLines(items: ReadonlyMap<string, VipItem>): string[] {
@@ -115,12 +95,14 @@ export async function demoCommand(options: {
     out.note(`tables ready: ${tables.map((t) => t.name).join(", ")}`);
 
     const data = demoData();
-    await batchPut(
-      ctx,
+    await ctx.doc.batchWrite(
       ctx.tables.meshes,
-      data.meshes.map((name) => ({ name })),
+      data.meshes.map((name) => ({ put: { name } })),
     );
-    await batchPut(ctx, ctx.tables.dataplanes, data.dataplanes);
+    await ctx.doc.batchWrite(
+      ctx.tables.dataplanes,
+      data.dataplanes.map((item) => ({ put: { ...item } })),
+    );
     out.note(
       `seeded ${data.meshes.length} meshes (${data.meshes.join(", ")}) and ${data.dataplanes.length} dataplanes:`,
     );

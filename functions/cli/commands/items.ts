@@ -1,6 +1,5 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { DeleteCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 import { type DataplaneDocument, parseDataplanes } from "../kuma-dataplane.ts";
@@ -11,24 +10,20 @@ function report(ctx: CliContext, result: Record<string, unknown>, text: string):
 
 /** `mesh put NAME`: creates (or rewrites) a mesh item `{name}`. */
 export async function meshPutCommand(ctx: CliContext, name: string): Promise<0> {
-  const result = await ctx.onTable(ctx.tables.meshes, () =>
-    ctx.doc.send(
-      new PutCommand({ TableName: ctx.tables.meshes, Item: { name }, ReturnValues: "ALL_OLD" }),
-    ),
+  const old = await ctx.onTable(ctx.tables.meshes, () =>
+    ctx.doc.put({ TableName: ctx.tables.meshes, Item: { name }, ReturnValues: "ALL_OLD" }),
   );
-  const action = result.Attributes === undefined ? "created" : "updated";
+  const action = old === undefined ? "created" : "updated";
   report(ctx, { mesh: name, action }, `mesh ${name} ${action}`);
   return 0;
 }
 
 /** `mesh delete NAME`: idempotent; says when there was nothing to delete. */
 export async function meshDeleteCommand(ctx: CliContext, name: string): Promise<0> {
-  const result = await ctx.onTable(ctx.tables.meshes, () =>
-    ctx.doc.send(
-      new DeleteCommand({ TableName: ctx.tables.meshes, Key: { name }, ReturnValues: "ALL_OLD" }),
-    ),
+  const old = await ctx.onTable(ctx.tables.meshes, () =>
+    ctx.doc.delete({ TableName: ctx.tables.meshes, Key: { name }, ReturnValues: "ALL_OLD" }),
   );
-  const action = result.Attributes === undefined ? "absent" : "deleted";
+  const action = old === undefined ? "absent" : "deleted";
   report(
     ctx,
     { mesh: name, action },
@@ -65,16 +60,14 @@ export async function dataplanePutCommand(
     throw new CommandFailedError((error as Error).message);
   }
   for (const dataplane of dataplanes) {
-    const result = await ctx.onTable(ctx.tables.dataplanes, () =>
-      ctx.doc.send(
-        new PutCommand({
-          TableName: ctx.tables.dataplanes,
-          Item: { ...dataplane },
-          ReturnValues: "ALL_OLD",
-        }),
-      ),
+    const old = await ctx.onTable(ctx.tables.dataplanes, () =>
+      ctx.doc.put({
+        TableName: ctx.tables.dataplanes,
+        Item: { ...dataplane },
+        ReturnValues: "ALL_OLD",
+      }),
     );
-    const action = result.Attributes === undefined ? "created" : "updated";
+    const action = old === undefined ? "created" : "updated";
     report(
       ctx,
       { mesh: dataplane.mesh, name: dataplane.name, action },
@@ -90,16 +83,14 @@ export async function dataplaneDeleteCommand(
   mesh: string,
   name: string,
 ): Promise<0> {
-  const result = await ctx.onTable(ctx.tables.dataplanes, () =>
-    ctx.doc.send(
-      new DeleteCommand({
-        TableName: ctx.tables.dataplanes,
-        Key: { mesh, name },
-        ReturnValues: "ALL_OLD",
-      }),
-    ),
+  const old = await ctx.onTable(ctx.tables.dataplanes, () =>
+    ctx.doc.delete({
+      TableName: ctx.tables.dataplanes,
+      Key: { mesh, name },
+      ReturnValues: "ALL_OLD",
+    }),
   );
-  const action = result.Attributes === undefined ? "absent" : "deleted";
+  const action = old === undefined ? "absent" : "deleted";
   report(
     ctx,
     { mesh, name, action },
