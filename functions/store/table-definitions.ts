@@ -24,9 +24,6 @@ export interface TableDefinition {
   readonly sortKey?: KeyDefinition;
   /** Stream view type, or undefined for no stream. */
   readonly stream?: "NEW_AND_OLD_IMAGES";
-  /** Who reads it: inputs are written by the control plane, outputs read downstream. */
-  readonly role: "input" | "output" | "private";
-  readonly description: string;
 }
 
 export const MESHES_TABLE: TableDefinition = {
@@ -35,8 +32,6 @@ export const MESHES_TABLE: TableDefinition = {
   defaultName: "meshes",
   partitionKey: { name: "name", type: "S" },
   stream: "NEW_AND_OLD_IMAGES",
-  role: "input",
-  description: "Kuma Mesh resources, one item per mesh",
 };
 
 export const DATAPLANES_TABLE: TableDefinition = {
@@ -46,31 +41,26 @@ export const DATAPLANES_TABLE: TableDefinition = {
   partitionKey: { name: "mesh", type: "S" },
   sortKey: { name: "name", type: "S" },
   stream: "NEW_AND_OLD_IMAGES",
-  role: "input",
-  description: "Kuma Dataplane resources, keyed by mesh and name",
 };
 
+/** One VIP item per mesh, read by downstream services. */
 export const VIPS_TABLE: TableDefinition = {
   id: "vips",
   envVar: "VIPS_TABLE",
   defaultName: "vips",
   partitionKey: { name: "mesh", type: "S" },
-  role: "output",
-  description:
-    "One VIP item per mesh, read by downstream services (no stream: readers poll or GetItem)",
 };
 
 /**
- * The allocator's private state: service claims (`svc#<name>`), address claims
- * (`addr#<ip>`) and pool cursors (`pool#<cidr>`). Never read by downstream services.
+ * The allocator's private state: service claims (`svc#<name>`), address claims (`addr#<ip>`),
+ * pool cursors (`pool#<cidr>`) and the renumbering count (store/claim-items.ts). Never read by
+ * downstream services.
  */
 export const CLAIMS_TABLE: TableDefinition = {
   id: "claims",
   envVar: "CLAIMS_TABLE",
   defaultName: "vip-claims",
   partitionKey: { name: "pk", type: "S" },
-  role: "private",
-  description: "Allocator state: global service and address claims, pool cursors",
 };
 
 export const ALL_TABLES: readonly TableDefinition[] = [

@@ -19,6 +19,12 @@ function rejection(props: VipAllocatorProps): VipAllocatorPropError {
 }
 
 describe("synth-time validation names the prop and the value", () => {
+  test("names the construct path of the allocator", () => {
+    const error = rejection({ memorySize: 64 });
+    expect(error.path).toBe("Test/VipAllocator");
+    expect(error.message).toContain(`VipAllocator at '${error.path}': invalid memorySize 64`);
+  });
+
   test("vipCidr: rejects a range that is not a CIDR", () => {
     const error = rejection({ vipCidr: "10.0.0.0/33" });
     expect(error.prop).toBe("vipCidr");

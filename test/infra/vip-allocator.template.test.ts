@@ -339,8 +339,8 @@ describe("existing input tables", () => {
 describe("observability", () => {
   const { template } = synth();
 
-  test("alarms on lag, errors, throttles, the failure queue, exhaustion and pool use", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 6);
+  test("alarms on lag, errors, throttles, the failure queue, exhaustion, item size and pool use", () => {
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 7);
     const lambda = (metric: string) => ({ Namespace: "AWS/Lambda", MetricName: metric });
     const own = (metric: string) => ({
       Namespace: METRICS_NAMESPACE,
@@ -357,6 +357,13 @@ describe("observability", () => {
         Statistic: "Sum",
         Threshold: 0,
         ComparisonOperator: "GreaterThanThreshold",
+      },
+      {
+        ...own(METRIC.itemTooLarge),
+        Statistic: "Sum",
+        Threshold: 1,
+        ComparisonOperator: "GreaterThanOrEqualToThreshold",
+        TreatMissingData: "notBreaching",
       },
       {
         ...own(METRIC.poolUsedPercent),
