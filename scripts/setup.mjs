@@ -27,11 +27,12 @@ function ensureNodeModules() {
   writeFileSync(stamp, want);
 }
 
+// The local emulator runs as `$PYTHON functions/local/moto_serial_server.py` (see
+// functions/local/moto.ts), so what it needs is moto importable by that interpreter.
 function ensureMoto() {
   const python = process.env.PYTHON ?? "python3";
-  const probe = spawnSync(python, ["-c", "import moto, moto.server"], { stdio: "ignore" });
-  const onPath = spawnSync("sh", ["-c", "command -v moto_server"], { stdio: "ignore" });
-  if (probe.status === 0 && onPath.status === 0) return;
+  const probe = spawnSync(python, ["-c", "import moto.server"], { stdio: "ignore" });
+  if (probe.status === 0) return;
   say('installing moto_server: pip install "moto[server]==5.2.1" ...');
   const pip = spawnSync(python, ["-m", "pip", "install", "--quiet", "moto[server]==5.2.1"], {
     stdio: "inherit",

@@ -15,10 +15,12 @@ import { reclaimCutoffMs } from "../domain/quarantine.ts";
 import { emptyRecord, own, recordOf } from "../domain/records.ts";
 import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
-import type { ClaimStore, MeshSource, ServiceClaim, VipItemStore } from "../store/ports.ts";
+import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
-import { joinMesh, leaveMesh } from "./claim-decisions.ts";
+import { leaveMesh } from "./claim-decisions.ts";
+import { type Asserted, leaveAll, retract } from "./memberships.ts";
+import { obtainVip } from "./obtain-vip.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -59,9 +61,6 @@ export interface MeshOutcome {
 export function backoffMs(attempt: number, random: () => number, baseMs = 25, capMs = 1000) {
   return Math.floor(random() * Math.min(capMs, baseMs * 2 ** attempt));
 }
-
-/** Claims this pass asserted for the mesh, to retract those the final content leaves out. */
-type Asserted = Map<string, Membership>;
 
 /**
  * Brings one mesh's VIP item up to date with the tables as they are now.
@@ -351,27 +350,6 @@ async function attemptOnce(
   return { outcome: written, settled: fresh && !freedForWaiting };
 }
 
-/** Leaves `mesh` for each service, up to `item`'s version; returns how many were released. */
-async function leaveAll(
-  services: readonly string[],
-  mesh: string,
-  item: VipItem,
-  deps: ReconcileDeps,
-): Promise<number> {
-  let released = 0;
-  for (const service of services) {
-    const result = await leaveMesh(deps.claims, {
-      service,
-      mesh,
-      incarnation: item.incarnation,
-      upToVersion: item.version,
-      nowMs: deps.now(),
-    });
-    if (result === "released") released++;
-  }
-  return released;
-}
-
 /** Persists a finder's cursor and reports the range's use. */
 export async function flushFinder(
   finder: AddressFinder,
@@ -386,137 +364,6 @@ export async function flushFinder(
 
 function settled(result: MeshOutcome): Attempt {
   return { outcome: result, settled: true };
-}
-
-interface ObtainContext {
-  readonly mesh: string;
-  readonly deps: ReconcileDeps;
-  readonly finder: AddressFinder;
-  readonly membership: Membership;
-  readonly nowMs: number;
-  readonly cutoffMs: number;
-  readonly prefetched: ReadonlyMap<string, ServiceClaim>;
-}
-
-/** Attempts at claiming one service before the whole mesh pass counts as a lost race. */
-const CLAIM_ATTEMPTS = 8;
-
-/**
- * The VIP `service` holds globally, joining its claim (same VIP in every mesh), or a new
- * address claimed for it. Undefined when the range is exhausted.
- */
-async function obtainVip(service: string, ctx: ObtainContext): Promise<string | undefined> {
-  const { deps, finder, mesh, membership } = ctx;
-  let claim = ctx.prefetched.get(service);
-  let checkedWhenNone = false;
-  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-    if (attempt > 0) claim = (await deps.claims.getServices([service])).get(service);
-    if (claim !== undefined) {
-      const vip = deps.pool.canonical(claim.vip);
-      if (vip !== undefined) {
-        const joined = await joinMesh(deps.claims, {
-          service,
-          vip: claim.vip,
-          mesh,
-          membership,
-          resume: claim.releasedAt !== undefined,
-        });
-        if (joined) return vip;
-        continue;
-      }
-    }
-    const candidate = await finder.next();
-    if (candidate === undefined) {
-      // Honest exhaustion: a concurrent pass may have claimed this very service meanwhile; a
-      // service that holds a claim is never unallocated. Read it once more.
-      if (checkedWhenNone) return undefined;
-      checkedWhenNone = true;
-      continue;
-    }
-    let settled = false;
-    try {
-      if (candidate.reclaimFrom?.owner === service) {
-        // Our own released address, seen by the finder after our claim read: re-read the
-        // claim (it will be joined) instead of reclaiming from ourselves.
-        finder.discard(candidate);
-        settled = true;
-        continue;
-      }
-      const result = await deps.claims.claimAddress({
-        service,
-        candidate,
-        mesh,
-        membership,
-        nowMs: ctx.nowMs,
-        reclaimCutoffMs: ctx.cutoffMs,
-        ...(claim !== undefined ? { moveFrom: claim.vip } : {}),
-      });
-      if (result === "ok") {
-        finder.taken(candidate);
-        settled = true;
-        if (candidate.reclaimFrom !== undefined) {
-          deps.telemetry.metric(METRIC.reclaims, "Count", 1);
-          deps.telemetry.info("address reclaimed after quarantine", {
-            vip: candidate.vip,
-            from: candidate.reclaimFrom.owner,
-            to: service,
-          });
-        }
-        return candidate.vip;
-      }
-      // Lost the address to another invocation, or the service claim changed under us (the
-      // address is still free: it goes back for the next service).
-      if (result === "address-taken") finder.conflicted(candidate);
-      else finder.returned(candidate);
-      settled = true;
-      deps.telemetry.metric(METRIC.conflicts, "Count", 1);
-    } finally {
-      if (!settled) finder.returned(candidate);
-    }
-  }
-  throw new VersionConflictError(`claim of service ${service}`);
-}
-
-/**
- * Retracts memberships this pass asserted that the committed item does not list. A membership
- * of the committed incarnation is removed only up to the committed version (a later writer may
- * have asserted it again); one of any other incarnation is dead (deleted, or our own create
- * that lost) and no one can commit it any more, so it is removed whatever its version.
- */
-async function retract(
-  mesh: string,
-  deps: ReconcileDeps,
-  asserted: Asserted,
-  committed: VipItem | undefined,
-): Promise<void> {
-  for (const [service, membership] of asserted) {
-    const listed = own(committed?.vips, service);
-    if (committed !== undefined && listed !== undefined) {
-      // Our speculative create may have overwritten the membership of the incarnation that
-      // won; assert it again for the committed incarnation so a later leave can match it.
-      if (membership.incarnation !== committed.incarnation) {
-        const again = { incarnation: committed.incarnation, version: committed.version };
-        await joinMesh(deps.claims, {
-          service,
-          vip: listed,
-          mesh,
-          membership: again,
-          resume: false,
-        });
-      }
-      continue;
-    }
-    const live = committed !== undefined && committed.incarnation === membership.incarnation;
-    const upTo = live ? committed.version : Number.MAX_SAFE_INTEGER;
-    await leaveMesh(deps.claims, {
-      service,
-      mesh,
-      incarnation: membership.incarnation,
-      upToVersion: upTo,
-      nowMs: deps.now(),
-    });
-  }
-  asserted.clear();
 }
 
 function outcome(

@@ -61,14 +61,17 @@ export async function waitUntilAnswering(endpoint: string, timeoutMs = 15_000): 
 }
 
 /**
- * Starts `moto_server` on a free 127.0.0.1 port and waits until it answers. The process is
- * killed by `stop()` and, as a safety net, when this Node process exits.
+ * Starts moto on a free 127.0.0.1 port and waits until it answers: by default the serial
+ * launcher under `$PYTHON` (default `python3`, the interpreter the set-up installs moto for);
+ * `MOTO_SERVER_COMMAND` (e.g. `moto_server`) runs another server binary instead. The process
+ * is killed by `stop()` and, as a safety net, when this Node process exits.
  */
 export async function startMoto(
   options: { command?: string; timeoutMs?: number } = {},
 ): Promise<MotoServer> {
-  const command = options.command ?? process.env.MOTO_SERVER_COMMAND ?? "python3";
-  const args = command === "python3" ? [SERIAL_LAUNCHER] : [];
+  const server = options.command ?? process.env.MOTO_SERVER_COMMAND;
+  const command = server ?? process.env.PYTHON ?? "python3";
+  const args = server === undefined ? [SERIAL_LAUNCHER] : [];
   const port = await freeLoopbackPort();
   const child: ChildProcess = spawn(command, [...args, "-H", "127.0.0.1", "-p", String(port)], {
     stdio: ["ignore", "ignore", "pipe"],

@@ -43,22 +43,6 @@ export interface ClaimWrite {
   readonly apply: (item: Item | undefined) => Item | undefined;
 }
 
-/** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
-export interface ClaimTable {
-  /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
-  get(operation: string, keys: readonly string[]): Promise<Item[]>;
-  /**
-   * One write (UpdateItem/PutItem/DeleteItem, returning the item after it) or several (one
-   * transaction). When a condition fails nothing is written and `failed` names the writes whose
-   * condition failed.
-   */
-  write(operation: string, writes: readonly ClaimWrite[]): Promise<WriteOutcome>;
-}
-
-export type WriteOutcome =
-  | { readonly ok: true; readonly item: Item | undefined }
-  | { readonly ok: false; readonly failed: ReadonlySet<number> };
-
 function mapOf(item: Item | undefined, attribute: string): Record<string, unknown> | undefined {
   const value = item?.[attribute];
   return typeof value === "object" && value !== null && !Array.isArray(value)

@@ -1,7 +1,7 @@
 import { TransactionCanceledException } from "@aws-sdk/client-dynamodb";
-import type { ClaimTable, ClaimWrite, Item, WriteOutcome } from "./claim-items.ts";
+import type { ClaimWrite, Item } from "./claim-items.ts";
 import { ConditionFailed, type DocumentClient, type TransactItem } from "./document-client.ts";
-import { TableClaimStore } from "./table-claim-store.ts";
+import { type ClaimTable, TableClaimStore, type WriteOutcome } from "./table-claim-store.ts";
 
 /**
  * The claims table in DynamoDB (`CLAIMS_TABLE`). Multi-item changes are transactions on this

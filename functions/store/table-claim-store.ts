@@ -1,10 +1,11 @@
 import {
   addressKey,
-  type ClaimTable,
+  type ClaimWrite,
   claimWrites,
   cursorWrite,
   decodeAddress,
   decodeService,
+  type Item,
   membershipWrites,
   poolKey,
   RENUMBERINGS_KEY,
@@ -23,6 +24,22 @@ import type {
   ReleaseRequest,
   ServiceClaim,
 } from "./ports.ts";
+
+/** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
+export interface ClaimTable {
+  /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
+  get(operation: string, keys: readonly string[]): Promise<Item[]>;
+  /**
+   * One write (UpdateItem/PutItem/DeleteItem, returning the item after it) or several (one
+   * transaction). When a condition fails nothing is written and `failed` names the writes whose
+   * condition failed.
+   */
+  write(operation: string, writes: readonly ClaimWrite[]): Promise<WriteOutcome>;
+}
+
+export type WriteOutcome =
+  | { readonly ok: true; readonly item: Item | undefined }
+  | { readonly ok: false; readonly failed: ReadonlySet<number> };
 
 /**
  * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double).

@@ -1,0 +1,96 @@
+import { VersionConflictError } from "../domain/errors.ts";
+import type { Membership } from "../domain/types.ts";
+import type { ServiceClaim } from "../store/ports.ts";
+import type { AddressFinder } from "./address-finder.ts";
+import { joinMesh } from "./claim-decisions.ts";
+import type { ReconcileDeps } from "./reconcile-mesh.ts";
+import { METRIC } from "./telemetry-names.ts";
+
+export interface ObtainContext {
+  readonly mesh: string;
+  readonly deps: ReconcileDeps;
+  readonly finder: AddressFinder;
+  readonly membership: Membership;
+  readonly nowMs: number;
+  readonly cutoffMs: number;
+  readonly prefetched: ReadonlyMap<string, ServiceClaim>;
+}
+
+/** Attempts at claiming one service before the whole mesh pass counts as a lost race. */
+const CLAIM_ATTEMPTS = 8;
+
+/**
+ * The VIP `service` holds globally, joining its claim (same VIP in every mesh), or a new
+ * address claimed for it. Undefined when the range is exhausted.
+ */
+export async function obtainVip(service: string, ctx: ObtainContext): Promise<string | undefined> {
+  const { deps, finder, mesh, membership } = ctx;
+  let claim = ctx.prefetched.get(service);
+  let checkedWhenNone = false;
+  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+    if (attempt > 0) claim = (await deps.claims.getServices([service])).get(service);
+    if (claim !== undefined) {
+      const vip = deps.pool.canonical(claim.vip);
+      if (vip !== undefined) {
+        const joined = await joinMesh(deps.claims, {
+          service,
+          vip: claim.vip,
+          mesh,
+          membership,
+          resume: claim.releasedAt !== undefined,
+        });
+        if (joined) return vip;
+        continue;
+      }
+    }
+    const candidate = await finder.next();
+    if (candidate === undefined) {
+      // Honest exhaustion: a concurrent pass may have claimed this very service meanwhile; a
+      // service that holds a claim is never unallocated. Read it once more.
+      if (checkedWhenNone) return undefined;
+      checkedWhenNone = true;
+      continue;
+    }
+    let settled = false;
+    try {
+      if (candidate.reclaimFrom?.owner === service) {
+        // Our own released address, seen by the finder after our claim read: re-read the
+        // claim (it will be joined) instead of reclaiming from ourselves.
+        finder.discard(candidate);
+        settled = true;
+        continue;
+      }
+      const result = await deps.claims.claimAddress({
+        service,
+        candidate,
+        mesh,
+        membership,
+        nowMs: ctx.nowMs,
+        reclaimCutoffMs: ctx.cutoffMs,
+        ...(claim !== undefined ? { moveFrom: claim.vip } : {}),
+      });
+      if (result === "ok") {
+        finder.taken(candidate);
+        settled = true;
+        if (candidate.reclaimFrom !== undefined) {
+          deps.telemetry.metric(METRIC.reclaims, "Count", 1);
+          deps.telemetry.info("address reclaimed after quarantine", {
+            vip: candidate.vip,
+            from: candidate.reclaimFrom.owner,
+            to: service,
+          });
+        }
+        return candidate.vip;
+      }
+      // Lost the address to another invocation, or the service claim changed under us (the
+      // address is still free: it goes back for the next service).
+      if (result === "address-taken") finder.conflicted(candidate);
+      else finder.returned(candidate);
+      settled = true;
+      deps.telemetry.metric(METRIC.conflicts, "Count", 1);
+    } finally {
+      if (!settled) finder.returned(candidate);
+    }
+  }
+  throw new VersionConflictError(`claim of service ${service}`);
+}
