@@ -111,13 +111,15 @@ export async function processBatch(
     random: settings.random,
   };
   const failedSequences: string[] = [];
-  const meshes = [...byMesh.keys()].sort();
+  let meshes = [...byMesh.keys()].sort();
   let next = 0;
+  const woken = new Set<string>();
   const worker = async (): Promise<void> => {
     while (next < meshes.length) {
       const mesh = meshes[next++] as string;
       try {
         const result = await reconcileMesh(mesh, deps);
+        for (const other of result.wake ?? []) woken.add(other);
         settings.onOutcome?.(result);
       } catch (error) {
         // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
@@ -139,8 +141,20 @@ export async function processBatch(
       }
     }
   };
-  const workers = Math.min(Math.max(1, settings.concurrency), meshes.length);
-  await Promise.all(Array.from({ length: workers }, worker));
+  const run = async (): Promise<void> => {
+    next = 0;
+    const workers = Math.min(Math.max(1, settings.concurrency), meshes.length);
+    await Promise.all(Array.from({ length: workers }, worker));
+  };
+  await run();
+  // Meshes waiting for an address, woken because this batch freed some (no quarantine): a
+  // bounded number of extra rounds. Their failures are logged, not retried (they have no
+  // record in this batch); the next freed address wakes them again.
+  for (let round = 0; round < 3 && woken.size > 0; round++) {
+    meshes = [...woken].sort();
+    woken.clear();
+    await run();
+  }
   try {
     await flushFinder(addresses, deps);
   } catch (error) {

@@ -55,6 +55,11 @@ export interface MeshOutcome {
   readonly removed: Readonly<Record<string, string>>;
   readonly unallocated: readonly string[];
   readonly attempts: number;
+  /**
+   * Meshes whose items list unallocated services, to reconcile again now: this pass freed
+   * addresses and there is no quarantine to wait for.
+   */
+  readonly wake?: readonly string[];
 }
 
 /** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */
@@ -156,15 +161,19 @@ async function attemptOnce(
       services: Object.keys(current.vips).length,
       released,
     });
-    const deleted = outcome(
-      mesh,
-      "deleted",
-      current.version,
-      {},
-      recordOf(Object.entries(current.vips)),
-      [],
-      attempt,
-    );
+    const wake = await waitingAndWake(mesh, deps, waiting(current), false, released);
+    const deleted = {
+      ...outcome(
+        mesh,
+        "deleted",
+        current.version,
+        {},
+        recordOf(Object.entries(current.vips)),
+        [],
+        attempt,
+      ),
+      wake,
+    };
     return { outcome: deleted, settled: await inputsStill(mesh, deps, false, []) };
   }
 
@@ -257,18 +266,27 @@ async function attemptOnce(
   const removed = recordOf(plan.removed);
   if (sameContent(current, content)) {
     await retract(mesh, deps, asserted, current);
+    let releasedNow = 0;
     if (current !== undefined && stillMembers.length > 0) {
       // The write that dropped them was not followed by the leave (a crash, a lost response):
       // finish it now.
-      const releasedNow = await leaveAll(stillMembers, mesh, current, deps);
+      releasedNow = await leaveAll(stillMembers, mesh, current, deps);
       if (releasedNow > 0) {
         telemetry.metric(METRIC.releases, "Count", releasedNow);
         finder.freed();
       }
     }
-    return settled(
-      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    const wake = await waitingAndWake(
+      mesh,
+      deps,
+      waiting(current),
+      unallocated.size > 0,
+      releasedNow,
     );
+    return settled({
+      ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+      wake,
+    });
   }
 
   // Services that left, and renumbered services that found no address in the new range: the
@@ -335,19 +353,47 @@ async function attemptOnce(
     unallocated: unallocated.size,
     bytes,
   });
-  const written = outcome(
-    mesh,
-    current === undefined ? "created" : "updated",
-    version,
-    added,
-    removed,
-    [...unallocated.keys()],
-    attempt,
-  );
+  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
+  const written = {
+    ...outcome(
+      mesh,
+      current === undefined ? "created" : "updated",
+      version,
+      added,
+      removed,
+      [...unallocated.keys()],
+      attempt,
+    ),
+    wake,
+  };
   // With no quarantine, addresses released just now can serve the unallocated right away.
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
   const fresh = await inputsStill(mesh, deps, true, services);
   return { outcome: written, settled: fresh && !freedForWaiting };
+}
+
+function waiting(item: VipItem | undefined): boolean {
+  return Object.keys(item?.unallocated ?? {}).length > 0;
+}
+
+/**
+ * Keeps the claims' list of meshes that wait for an address (their items list unallocated
+ * services), and, when this pass freed addresses with no quarantine to wait for, returns the
+ * other waiting meshes: the batch reconciles them again now (invariant 10: nothing stays
+ * unallocated while an address is free). Addresses freed by a quarantine running out are
+ * found by the next pass of the mesh.
+ */
+async function waitingAndWake(
+  mesh: string,
+  deps: ReconcileDeps,
+  was: boolean,
+  now: boolean,
+  released: number,
+): Promise<string[]> {
+  if (now) await deps.claims.setWaiting(mesh, true);
+  else if (was) await deps.claims.setWaiting(mesh, false);
+  if (released === 0 || deps.quarantineSeconds !== 0) return [];
+  return (await deps.claims.getWaiting()).filter((other) => other !== mesh);
 }
 
 /** Persists a finder's cursor and reports the range's use. */

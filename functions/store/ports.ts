@@ -117,6 +117,10 @@ export interface ClaimStore {
   getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>>;
   /** How many claims have moved to another VIP, ever (renumberings after range changes). */
   getRenumberings(): Promise<number>;
+  /** The meshes whose item lists unallocated services. */
+  getWaiting(): Promise<string[]>;
+  /** Records whether `mesh`'s item lists unallocated services. */
+  setWaiting(mesh: string, waiting: boolean): Promise<void>;
   putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;
   claimAddress(request: ClaimRequest): Promise<ClaimOutcome>;
   removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;

@@ -9,6 +9,9 @@ import {
   membershipWrites,
   poolKey,
   RENUMBERINGS_KEY,
+  WAITING_KEY,
+  waitingMeshes,
+  waitingWrite,
   releaseWrites,
   removeMembershipWrite,
   serviceKey,
@@ -70,6 +73,15 @@ export class TableClaimStore implements ClaimStore {
       out.set(claim.vip, claim);
     }
     return out;
+  }
+
+  async getWaiting(): Promise<string[]> {
+    const [item] = await this.table.get("claims.getWaiting", [WAITING_KEY]);
+    return waitingMeshes(item);
+  }
+
+  async setWaiting(mesh: string, waiting: boolean): Promise<void> {
+    await this.table.write("claims.setWaiting", [waitingWrite(mesh, waiting)]);
   }
 
   async getRenumberings(): Promise<number> {
