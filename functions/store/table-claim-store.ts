@@ -9,12 +9,12 @@ import {
   membershipWrites,
   poolKey,
   RENUMBERINGS_KEY,
-  WAITING_KEY,
-  waitingMeshes,
-  waitingWrite,
   releaseWrites,
   removeMembershipWrite,
   serviceKey,
+  WAITING_KEY,
+  waitingMeshes,
+  waitingWrite,
 } from "./claim-items.ts";
 import type {
   AddressClaim,
