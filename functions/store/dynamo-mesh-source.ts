@@ -5,6 +5,7 @@ import {
   paginateQuery,
   paginateScan,
 } from "@aws-sdk/client-dynamodb";
+import type { DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
 import { toPlain } from "./attribute-values.ts";
@@ -59,6 +60,40 @@ export class DynamoMeshSource implements MeshSource {
       },
     );
     return await this.collect(pages);
+  }
+
+  async dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead> {
+    const items = await Promise.all(
+      keys.map(async (key) => {
+        const result = await this.client.send(
+          new GetItemCommand({
+            TableName: this.tables.dataplanes,
+            Key: { mesh: { S: key.mesh }, name: { S: key.name } },
+            ConsistentRead: true,
+          }),
+        );
+        return result.Item;
+      }),
+    );
+    return await this.collect(
+      (async function* () {
+        yield { Items: items.filter((item) => item !== undefined) };
+      })(),
+    );
+  }
+
+  async *allDataplanes(): AsyncIterable<SourceRead> {
+    const pages = paginateScan(
+      { client: this.client },
+      { TableName: this.tables.dataplanes, ConsistentRead: true },
+    );
+    for await (const page of pages) {
+      yield await this.collect(
+        (async function* () {
+          yield page;
+        })(),
+      );
+    }
   }
 
   private async collect(

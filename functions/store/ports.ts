@@ -1,3 +1,4 @@
+import type { Contribution, DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord, Membership, VipItem } from "../domain/types.ts";
 
@@ -17,6 +18,59 @@ export interface MeshSource {
   dataplanesOf(mesh: string): Promise<SourceRead>;
   /** Every ingress dataplane, whatever mesh it is stored under. */
   ingresses(): Promise<SourceRead>;
+  /** The given dataplanes as stored now (absent ones are left out). */
+  dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
+  /** Every dataplane of the table, a page at a time (the index builder's read; never on the event path). */
+  allDataplanes(): AsyncIterable<SourceRead>;
+}
+
+/** What the membership index records for one dataplane: what it contributes now. */
+export interface IndexedDataplane {
+  readonly key: DataplaneKey;
+  readonly contributions: readonly Contribution[];
+  /** Fixed-width stream sequence number of the record that set it ("" if set by a rebuild). */
+  readonly sequence: string;
+  /** Bumped by every write of the record; writes are conditional on it. */
+  readonly version: number;
+}
+
+/** One contributor entry: `dataplane` puts `service` in `mesh`'s service set. */
+export interface IndexEntry extends Contribution {
+  readonly dataplane: DataplaneKey;
+}
+
+/**
+ * A change to the index for one dataplane: contributor entries to add and remove (idempotent,
+ * batched), then, if given, its record, written only if its version is still `expectedVersion`
+ * (undefined: there must be none). A record with no contributions is deleted.
+ */
+export interface IndexWrite {
+  readonly key: DataplaneKey;
+  readonly add: readonly Contribution[];
+  readonly remove: readonly Contribution[];
+  readonly record?: {
+    readonly contributions: readonly Contribution[];
+    readonly sequence: string;
+    readonly expectedVersion: number | undefined;
+  };
+}
+
+/**
+ * The allocator's membership index, derived from the dataplanes table: for every (mesh,
+ * service) its contributors, and for every dataplane what it contributes. Never read by
+ * downstream services.
+ */
+export interface MembershipIndex {
+  /** The records of the given dataplanes, by dataplane id (absent: contributes nothing). */
+  getDataplanes(keys: readonly DataplaneKey[]): Promise<Map<string, IndexedDataplane>>;
+  /** Applies the writes; returns the ids of the dataplanes whose record had changed (lost). */
+  write(writes: readonly IndexWrite[]): Promise<Set<string>>;
+  /** Which of `services` have at least one contributor in `mesh` (strongly consistent). */
+  present(mesh: string, services: readonly string[]): Promise<Set<string>>;
+  /** Every service with a contributor in `mesh`, sorted. */
+  servicesOf(mesh: string): Promise<string[]>;
+  /** Every entry and every dataplane record, a page at a time (builder and checks only). */
+  scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }
 
 /** The public per-mesh VIP items. Writes are conditional on the version read before. */

@@ -15,7 +15,7 @@ export interface KeyDefinition {
 
 export interface TableDefinition {
   /** Logical id, also used for CDK construct ids. */
-  readonly id: "meshes" | "dataplanes" | "vips" | "claims";
+  readonly id: "meshes" | "dataplanes" | "vips" | "claims" | "index";
   /** Environment variable that overrides the physical table name. */
   readonly envVar: string;
   /** Physical name when the environment variable is unset. */
@@ -63,11 +63,25 @@ export const CLAIMS_TABLE: TableDefinition = {
   partitionKey: { name: "pk", type: "S" },
 };
 
+/**
+ * The allocator's private membership index (store/index-items.ts): contributor entries
+ * (`m#<mesh>` / `<service>#<dataplane id>`) and one record per dataplane (`d#<dataplane id>`
+ * / `-`) of what it contributes now. Derived from the dataplanes table; rebuildable from it.
+ */
+export const INDEX_TABLE: TableDefinition = {
+  id: "index",
+  envVar: "VIP_INDEX_TABLE",
+  defaultName: "vip-index",
+  partitionKey: { name: "pk", type: "S" },
+  sortKey: { name: "sk", type: "S" },
+};
+
 export const ALL_TABLES: readonly TableDefinition[] = [
   MESHES_TABLE,
   DATAPLANES_TABLE,
   VIPS_TABLE,
   CLAIMS_TABLE,
+  INDEX_TABLE,
 ];
 
 export type TableNames = Readonly<Record<TableDefinition["id"], string>>;
@@ -83,5 +97,6 @@ export function resolveTableNames(env: Readonly<Record<string, string | undefine
     dataplanes: name(DATAPLANES_TABLE),
     vips: name(VIPS_TABLE),
     claims: name(CLAIMS_TABLE),
+    index: name(INDEX_TABLE),
   };
 }

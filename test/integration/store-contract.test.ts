@@ -64,6 +64,7 @@ const IMPLEMENTATIONS: Array<[string, () => Promise<Stores>]> = [
         dataplanes: `${prefix}-dataplanes`,
         vips: `${prefix}-vips`,
         claims: `${prefix}-claims`,
+        index: `${prefix}-index`,
       };
       await createTables(client, tables);
       const doc = new DocumentClient(client);

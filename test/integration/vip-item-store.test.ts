@@ -17,6 +17,7 @@ const TABLES = {
   dataplanes: "s-dataplanes",
   vips: "s-vips",
   claims: "s-claims",
+  index: "s-index",
 };
 
 beforeAll(async () => {

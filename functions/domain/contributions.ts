@@ -1,0 +1,118 @@
+import type { InputIssue } from "./errors.ts";
+import { compareServices, readDataplane } from "./service-set.ts";
+import type { DataplaneRecord } from "./types.ts";
+
+/** One (mesh, service) pair a dataplane puts in a mesh's service set. */
+export interface Contribution {
+  readonly mesh: string;
+  readonly service: string;
+}
+
+/** A dataplane's key in the dataplanes table. */
+export interface DataplaneKey {
+  readonly mesh: string;
+  readonly name: string;
+}
+
+/** One string per dataplane key, unambiguous whatever the names hold. */
+export function dataplaneId(key: DataplaneKey): string {
+  return JSON.stringify([key.mesh, key.name]);
+}
+
+export function parseDataplaneId(id: string): DataplaneKey {
+  const parsed: unknown = JSON.parse(id);
+  if (
+    !Array.isArray(parsed) ||
+    parsed.length !== 2 ||
+    typeof parsed[0] !== "string" ||
+    typeof parsed[1] !== "string"
+  ) {
+    throw new Error(`not a dataplane id: ${id}`);
+  }
+  return { mesh: parsed[0], name: parsed[1] };
+}
+
+function pairId(pair: Contribution): string {
+  return JSON.stringify([pair.mesh, pair.service]);
+}
+
+function comparePairs(a: Contribution, b: Contribution): number {
+  return compareServices(a.mesh, b.mesh) || compareServices(a.service, b.service);
+}
+
+/**
+ * What one dataplane contributes now, by the same rules as the full service set (an inbound of
+ * its own mesh, or an ingress's advertisement for the mesh it names). `item` undefined: the
+ * dataplane is gone (or could not be decoded) and contributes nothing. Sorted, deduplicated.
+ */
+export function contributionsOf(
+  key: DataplaneKey,
+  item: unknown,
+): { contributions: Contribution[]; issues: InputIssue[] } {
+  if (item === undefined) return { contributions: [], issues: [] };
+  const record: DataplaneRecord = { mesh: key.mesh, name: key.name, item };
+  const read = readDataplane(record);
+  const contributions: Contribution[] = [];
+  for (const [mesh, services] of read.services) {
+    for (const service of services) contributions.push({ mesh, service });
+  }
+  return { contributions: contributions.sort(comparePairs), issues: [...read.issues] };
+}
+
+/** The contributor entries to add and to remove to go from `before` to `after`. */
+export function diffContributions(
+  before: readonly Contribution[],
+  after: readonly Contribution[],
+): { added: Contribution[]; removed: Contribution[] } {
+  const had = new Set(before.map(pairId));
+  const has = new Set(after.map(pairId));
+  return {
+    added: after.filter((pair) => !had.has(pairId(pair))),
+    removed: before.filter((pair) => !has.has(pairId(pair))),
+  };
+}
+
+export function sameContributions(a: readonly Contribution[], b: readonly Contribution[]) {
+  const { added, removed } = diffContributions(a, b);
+  return added.length === 0 && removed.length === 0;
+}
+
+/** Services per mesh named by some contributions (the pairs a mesh pass must look at). */
+export function servicesByMesh(
+  pairs: Iterable<Contribution>,
+  into: Map<string, Set<string>> = new Map(),
+): Map<string, Set<string>> {
+  for (const { mesh, service } of pairs) {
+    let set = into.get(mesh);
+    if (set === undefined) {
+      set = new Set();
+      into.set(mesh, set);
+    }
+    set.add(service);
+  }
+  return into;
+}
+
+/**
+ * A mesh's service set after a delta: the services its item lists, with each `touched`
+ * service present or not as the index says now. Sorted.
+ */
+export function applyPresence(
+  listed: Iterable<string>,
+  touched: Iterable<string>,
+  present: ReadonlySet<string>,
+): string[] {
+  const services = new Set(listed);
+  for (const service of touched) {
+    if (present.has(service)) services.add(service);
+    else services.delete(service);
+  }
+  return [...services].sort(compareServices);
+}
+
+/** Stream sequence numbers as fixed-width strings, so they order as numbers do. */
+export const SEQUENCE_WIDTH = 40;
+
+export function paddedSequence(sequence: string): string {
+  return sequence.padStart(SEQUENCE_WIDTH, "0");
+}

@@ -1,0 +1,163 @@
+import type { AttributeValue } from "@aws-sdk/client-dynamodb";
+import { type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
+import { compareServices } from "../domain/service-set.ts";
+import type { PlainRecord } from "./attribute-values.ts";
+import { ConditionFailed, type DocumentClient, scanPage } from "./document-client.ts";
+import {
+  decodeItem,
+  decodeRecord,
+  encodeRecord,
+  entryKey,
+  meshPartition,
+  recordKey,
+  serviceOfSortKey,
+  servicePrefix,
+} from "./index-items.ts";
+import type { IndexEntry, IndexedDataplane, IndexWrite, MembershipIndex } from "./ports.ts";
+
+/** Presence queries in flight at once. */
+const PRESENCE_CONCURRENCY = 8;
+
+/**
+ * The membership index on DynamoDB (store/index-items.ts). Records are read in BatchGetItem
+ * calls of up to 100 keys, entries written in BatchWriteItem calls of up to 25 (unprocessed
+ * items retried), each dataplane record with a condition on its version. Presence is one
+ * strongly consistent `Limit: 1` Query per (mesh, service).
+ */
+export class DynamoMembershipIndex implements MembershipIndex {
+  constructor(
+    private readonly doc: DocumentClient,
+    private readonly table: string,
+  ) {}
+
+  async getDataplanes(keys: readonly DataplaneKey[]): Promise<Map<string, IndexedDataplane>> {
+    const unique = new Map(keys.map((key) => [dataplaneId(key), key]));
+    const items = await this.doc.batchGet(this.table, [...unique.values()].map(recordKey), {
+      consistent: true,
+    });
+    const records = new Map<string, IndexedDataplane>();
+    for (const item of items) {
+      const record = decodeRecord(item);
+      records.set(dataplaneId(record.key), record);
+    }
+    return records;
+  }
+
+  async write(writes: readonly IndexWrite[]): Promise<Set<string>> {
+    // One request per key in a batch (DynamoDB refuses duplicates); removals first, so an
+    // entry both removed and added (by two writes of one call) ends up present.
+    const entries = new Map<string, { put: PlainRecord } | { delete: PlainRecord }>();
+    for (const write of writes) {
+      for (const pair of write.remove) {
+        const key = entryKey(pair, write.key);
+        entries.set(JSON.stringify([key.pk, key.sk]), { delete: key });
+      }
+    }
+    for (const write of writes) {
+      for (const pair of write.add) {
+        const key = entryKey(pair, write.key);
+        entries.set(JSON.stringify([key.pk, key.sk]), { put: key });
+      }
+    }
+    if (entries.size > 0) await this.doc.batchWrite(this.table, [...entries.values()]);
+
+    const lost = new Set<string>();
+    await Promise.all(
+      writes.map(async (write) => {
+        if (write.record === undefined) return;
+        if (!(await this.writeRecord(write.key, write.record))) lost.add(dataplaneId(write.key));
+      }),
+    );
+    return lost;
+  }
+
+  private async writeRecord(
+    key: DataplaneKey,
+    record: NonNullable<IndexWrite["record"]>,
+  ): Promise<boolean> {
+    const expected = record.expectedVersion;
+    try {
+      if (record.contributions.length === 0) {
+        if (expected === undefined) return true;
+        await this.doc.delete({
+          TableName: this.table,
+          Key: recordKey(key),
+          ConditionExpression: "#v = :v",
+          ExpressionAttributeNames: { "#v": "v" },
+          ExpressionAttributeValues: { ":v": expected },
+        });
+        return true;
+      }
+      await this.doc.put({
+        TableName: this.table,
+        Item: encodeRecord(key, record.contributions, record.sequence, (expected ?? 0) + 1),
+        ...(expected === undefined
+          ? { ConditionExpression: "attribute_not_exists(pk)" }
+          : {
+              ConditionExpression: "#v = :v",
+              ExpressionAttributeNames: { "#v": "v" },
+              ExpressionAttributeValues: { ":v": expected },
+            }),
+      });
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionFailed) return false;
+      throw error;
+    }
+  }
+
+  async present(mesh: string, services: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    const queue = [...new Set(services)];
+    const worker = async (): Promise<void> => {
+      for (let service = queue.pop(); service !== undefined; service = queue.pop()) {
+        const page = await this.doc.queryPage({
+          TableName: this.table,
+          KeyConditionExpression: "pk = :p AND begins_with(sk, :s)",
+          ExpressionAttributeValues: { ":p": meshPartition(mesh), ":s": servicePrefix(service) },
+          ConsistentRead: true,
+          Limit: 1,
+          ProjectionExpression: "pk",
+        });
+        if (page.items.length > 0) found.add(service);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PRESENCE_CONCURRENCY, queue.length) }, worker));
+    return found;
+  }
+
+  async servicesOf(mesh: string): Promise<string[]> {
+    const services = new Set<string>();
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.doc.queryPage({
+        TableName: this.table,
+        KeyConditionExpression: "pk = :p",
+        ExpressionAttributeValues: { ":p": meshPartition(mesh) },
+        ConsistentRead: true,
+        ProjectionExpression: "sk",
+        ...(start !== undefined ? { start } : {}),
+      });
+      for (const item of page.items) services.add(serviceOfSortKey(String(item.sk)));
+      start = page.next;
+    } while (start !== undefined);
+    return [...services].sort(compareServices);
+  }
+
+  async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }> {
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await scanPage(this.doc.client, this.table, start);
+      const entries: IndexEntry[] = [];
+      const dataplanes: IndexedDataplane[] = [];
+      for (const item of page.items) {
+        const decoded = decodeItem(item);
+        if (decoded === undefined) continue;
+        if ("entry" in decoded) entries.push(decoded.entry);
+        else dataplanes.push(decoded.record);
+      }
+      yield { entries, dataplanes };
+      start = page.next;
+    } while (start !== undefined);
+  }
+}

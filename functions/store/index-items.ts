@@ -1,0 +1,97 @@
+/**
+ * The items of the membership index table, defined once for the DynamoDB adapter and the
+ * in-memory double:
+ * - a contributor entry per (mesh, service, dataplane): pk `m#<mesh>`, sk `<service>#<id>`,
+ *   where <id> is the dataplane's id (domain/contributions.ts). A service name never holds
+ *   `#`, so `begins_with(sk, "<service>#")` finds exactly that service's contributors;
+ * - a record per dataplane of what it contributes now: pk `d#<id>`, sk `-`, with `c` (a list
+ *   of `{ m, s }`), `seq` (fixed-width stream sequence number) and `v` (version).
+ */
+import {
+  type Contribution,
+  type DataplaneKey,
+  dataplaneId,
+  parseDataplaneId,
+} from "../domain/contributions.ts";
+import type { PlainRecord } from "./attribute-values.ts";
+import type { IndexEntry, IndexedDataplane } from "./ports.ts";
+
+export const ENTRY_PREFIX = "m#";
+export const RECORD_PREFIX = "d#";
+export const RECORD_SK = "-";
+
+export function meshPartition(mesh: string): string {
+  return `${ENTRY_PREFIX}${mesh}`;
+}
+
+export function servicePrefix(service: string): string {
+  return `${service}#`;
+}
+
+export function entryKey(pair: Contribution, dataplane: DataplaneKey): PlainRecord {
+  return {
+    pk: meshPartition(pair.mesh),
+    sk: `${servicePrefix(pair.service)}${dataplaneId(dataplane)}`,
+  };
+}
+
+export function recordKey(dataplane: DataplaneKey): PlainRecord {
+  return { pk: `${RECORD_PREFIX}${dataplaneId(dataplane)}`, sk: RECORD_SK };
+}
+
+/** The service an entry's sort key names. */
+export function serviceOfSortKey(sk: string): string {
+  const end = sk.indexOf("#");
+  return end < 0 ? sk : sk.slice(0, end);
+}
+
+export function encodeRecord(
+  dataplane: DataplaneKey,
+  contributions: readonly Contribution[],
+  sequence: string,
+  version: number,
+): PlainRecord {
+  return {
+    ...recordKey(dataplane),
+    c: contributions.map((pair) => ({ m: pair.mesh, s: pair.service })),
+    seq: sequence,
+    v: version,
+  };
+}
+
+function text(value: unknown, what: string): string {
+  if (typeof value !== "string") throw new Error(`index item: ${what} is not a string`);
+  return value;
+}
+
+export function decodeRecord(item: PlainRecord): IndexedDataplane {
+  const pk = text(item.pk, "pk");
+  const list = Array.isArray(item.c) ? item.c : [];
+  return {
+    key: parseDataplaneId(pk.slice(RECORD_PREFIX.length)),
+    contributions: list.map((entry) => {
+      const pair = entry as PlainRecord;
+      return { mesh: text(pair.m, "c[].m"), service: text(pair.s, "c[].s") };
+    }),
+    sequence: typeof item.seq === "string" ? item.seq : "",
+    version: typeof item.v === "number" ? item.v : Number(item.v ?? 0),
+  };
+}
+
+/** An item of the index table as an entry, a record, or neither. */
+export function decodeItem(
+  item: PlainRecord,
+): { entry: IndexEntry } | { record: IndexedDataplane } | undefined {
+  const pk = text(item.pk, "pk");
+  if (pk.startsWith(RECORD_PREFIX)) return { record: decodeRecord(item) };
+  if (!pk.startsWith(ENTRY_PREFIX)) return undefined;
+  const sk = text(item.sk, "sk");
+  const service = serviceOfSortKey(sk);
+  return {
+    entry: {
+      mesh: pk.slice(ENTRY_PREFIX.length),
+      service,
+      dataplane: parseDataplaneId(sk.slice(service.length + 1)),
+    },
+  };
+}
