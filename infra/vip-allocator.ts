@@ -21,6 +21,7 @@ import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-setti
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
   CLAIMS_TABLE,
+  INDEX_TABLE,
   DATAPLANES_TABLE,
   type KeyDefinition,
   MESHES_TABLE,
@@ -81,6 +82,8 @@ export class VipAllocator extends Construct {
   readonly vipsTable: TableV2;
   /** The allocator's private state; nothing else should read or write it. */
   readonly claimsTable: TableV2;
+  /** The allocator's private membership index (derived from the dataplanes table). */
+  readonly indexTable: TableV2;
   readonly function: NodejsFunction;
   readonly logGroup: LogGroup;
   /** On-failure destination of both event sources (metadata of the records that gave up). */
@@ -110,6 +113,7 @@ export class VipAllocator extends Construct {
       : this.createTable(DATAPLANES_TABLE, props.tableNames?.dataplanes, tableOptions);
     this.vipsTable = this.createTable(VIPS_TABLE, props.tableNames?.vips, tableOptions);
     this.claimsTable = this.createTable(CLAIMS_TABLE, props.tableNames?.claims, tableOptions);
+    this.indexTable = this.createTable(INDEX_TABLE, props.tableNames?.index, tableOptions);
 
     this.logGroup = new LogGroup(this, "LogGroup", {
       retention: resolved.logRetention,
@@ -143,6 +147,7 @@ export class VipAllocator extends Construct {
         [DATAPLANES_TABLE.envVar]: this.dataplanesTable.tableName,
         [VIPS_TABLE.envVar]: this.vipsTable.tableName,
         [CLAIMS_TABLE.envVar]: this.claimsTable.tableName,
+        [INDEX_TABLE.envVar]: this.indexTable.tableName,
         [SETTINGS.cidr.envVar]: resolved.vipCidr,
         [SETTINGS.quarantineSeconds.envVar]: String(resolved.quarantineSeconds),
         POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
@@ -157,6 +162,7 @@ export class VipAllocator extends Construct {
     this.dataplanesTable.grants.readData(this.function);
     this.vipsTable.grants.readWriteData(this.function);
     this.claimsTable.grants.readWriteData(this.function);
+    this.indexTable.grants.readWriteData(this.function);
 
     this.failureQueue = new Queue(this, "FailureQueue", {
       encryption: QueueEncryption.SQS_MANAGED,

@@ -8,6 +8,7 @@ export const SETTINGS = {
   quarantineSeconds: { envVar: "VIP_QUARANTINE_SECONDS", default: "3600" },
   endpoint: { envVar: "DYNAMODB_ENDPOINT" },
   maxWriteAttempts: { envVar: "VIP_MAX_WRITE_ATTEMPTS", default: "6" },
+  serviceSet: { envVar: "SERVICE_SET", default: "index" },
 } as const;
 
 export interface AllocatorConfig {
@@ -18,6 +19,11 @@ export interface AllocatorConfig {
   readonly endpoint: string | undefined;
   /** Read -> compute -> conditional write attempts per mesh before giving up. */
   readonly maxWriteAttempts: number;
+  /**
+   * `index`: mesh passes read the membership index, an event costs what it changed;
+   * `tables`: the full recompute from the dataplanes table (the index is not kept).
+   */
+  readonly serviceSet: "index" | "tables";
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -61,5 +67,20 @@ export function loadConfig(env: Env = process.env): AllocatorConfig {
   if (endpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(endpoint)) {
     throw new InvalidConfigError(SETTINGS.endpoint.envVar, endpoint, "expected an http(s) URL");
   }
-  return { pool, quarantineSeconds, tables: resolveTableNames(env), endpoint, maxWriteAttempts };
+  const serviceSetText = env[SETTINGS.serviceSet.envVar]?.trim() || SETTINGS.serviceSet.default;
+  if (serviceSetText !== "index" && serviceSetText !== "tables") {
+    throw new InvalidConfigError(
+      SETTINGS.serviceSet.envVar,
+      serviceSetText,
+      'expected "index" or "tables"',
+    );
+  }
+  return {
+    pool,
+    quarantineSeconds,
+    tables: resolveTableNames(env),
+    endpoint,
+    maxWriteAttempts,
+    serviceSet: serviceSetText,
+  };
 }

@@ -1,17 +1,19 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { isAllocatorError } from "../domain/errors.ts";
 import type { VipPool } from "../domain/pool.ts";
-import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
+import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
 import type { TableNames } from "../store/table-definitions.ts";
 import { AddressFinder } from "./address-finder.ts";
 import { BatchIngresses } from "./batch-ingresses.ts";
+import { type DataplaneChange, updateIndex } from "./index-update.ts";
 import {
   flushFinder,
   type MeshOutcome,
   type ReconcileDeps,
   reconcileMesh,
 } from "./reconcile-mesh.ts";
+import { indexView } from "./service-set-view.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -21,14 +23,24 @@ export interface BatchPorts {
   readonly source: MeshSource;
   readonly vipItems: VipItemStore;
   readonly claims: ClaimStore;
+  /** The membership index; required when the service sets come from it. */
+  readonly index?: MembershipIndex;
   readonly telemetry: Telemetry;
 }
+
+/**
+ * Where mesh passes get service sets: `index`, incremental (an event costs what it changed);
+ * `tables`, the full recompute from the dataplanes table (the oracle and repair path).
+ */
+export type ServiceSetMode = "index" | "tables";
 
 export interface BatchSettings {
   readonly tables: TableNames;
   readonly pool: VipPool;
   readonly quarantineSeconds: number;
   readonly maxAttempts: number;
+  /** @default "index" when the ports include an index, else "tables" */
+  readonly serviceSet?: ServiceSetMode;
   /** Meshes reconciled at once within one invocation. */
   readonly concurrency: number;
   readonly now: () => number;
@@ -66,6 +78,9 @@ export async function processBatch(
     return { batchItemFailures: [] };
   }
   const byMesh = new Map<string, string[]>();
+  const changes: DataplaneChange[] = [];
+  /** Meshes whose own record is in the batch: their passes read the whole service set. */
+  const meshRecords = new Set<string>();
   let oldest: number | undefined;
   for (const record of records as DynamoDBStreamEvent["Records"]) {
     const decoded = decodeRecord(record, settings.tables);
@@ -76,15 +91,52 @@ export async function processBatch(
     if (decoded.createdAtMs !== undefined) {
       oldest = Math.min(oldest ?? decoded.createdAtMs, decoded.createdAtMs);
     }
-    for (const mesh of decoded.meshes) {
-      const list = byMesh.get(mesh) ?? [];
-      list.push(decoded.sequenceNumber);
-      byMesh.set(mesh, list);
+    for (const mesh of decoded.meshes) addSequence(byMesh, mesh, decoded.sequenceNumber);
+    if (decoded.table === "meshes") for (const mesh of decoded.meshes) meshRecords.add(mesh);
+    if (decoded.dataplane !== undefined) {
+      changes.push({ ...decoded.dataplane, sequence: decoded.sequenceNumber });
     }
   }
   if (oldest !== undefined) {
     telemetry.metric(METRIC.streamLagMs, "Milliseconds", Math.max(0, settings.now() - oldest));
   }
+
+  const mode = settings.serviceSet ?? (ports.index !== undefined ? "index" : "tables");
+  let touched = new Map<string, Set<string>>();
+  if (mode === "index") {
+    const index = ports.index;
+    if (index === undefined) throw new Error("serviceSet 'index' needs the index port");
+    try {
+      const update = await updateIndex(changes, index, settings.tables.dataplanes);
+      for (const issue of update.issues) telemetry.badInput(issue);
+      if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
+      touched = update.touched;
+    } catch (error) {
+      // Nothing is lost: the records are delivered again from the first one.
+      telemetry.metric(METRIC.meshFailures, "Count", 1);
+      telemetry.error("membership index update failed; the batch is reported for retry", {
+        code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+      const all = [...byMesh.values()].flat();
+      if (all.length === 0) return { batchItemFailures: [] };
+      return { batchItemFailures: [{ itemIdentifier: lowestOf(all) }] };
+    }
+    // A dataplane's earlier contributions may name meshes its images no longer do.
+    for (const mesh of touched.keys()) if (!byMesh.has(mesh)) byMesh.set(mesh, []);
+    for (const change of changes) {
+      const sequences = byMesh.get(change.key.mesh);
+      for (const mesh of touched.keys()) {
+        if (sequences !== undefined && mesh !== change.key.mesh) {
+          for (const sequence of sequences) addSequence(byMesh, mesh, sequence);
+        }
+      }
+    }
+  }
+  const viewFor = (mesh: string) =>
+    mode === "index" && ports.index !== undefined
+      ? indexView(ports.index, meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()))
+      : undefined;
 
   // One address finder for the whole invocation: its meshes never race each other for an
   // address, and the cursor is written once.
@@ -118,7 +170,8 @@ export async function processBatch(
     while (next < meshes.length) {
       const mesh = meshes[next++] as string;
       try {
-        const result = await reconcileMesh(mesh, deps);
+        const view = viewFor(mesh);
+        const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
         for (const other of result.wake ?? []) woken.add(other);
         settings.onOutcome?.(result);
       } catch (error) {
@@ -165,6 +218,15 @@ export async function processBatch(
   }
 
   if (failedSequences.length === 0) return { batchItemFailures: [] };
-  const lowest = failedSequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));
-  return { batchItemFailures: [{ itemIdentifier: lowest }] };
+  return { batchItemFailures: [{ itemIdentifier: lowestOf(failedSequences) }] };
+}
+
+function addSequence(byMesh: Map<string, string[]>, mesh: string, sequence: string): void {
+  const list = byMesh.get(mesh) ?? [];
+  if (!list.includes(sequence)) list.push(sequence);
+  byMesh.set(mesh, list);
+}
+
+function lowestOf(sequences: readonly string[]): string {
+  return sequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));
 }

@@ -13,7 +13,6 @@ import {
 import type { VipPool } from "../domain/pool.ts";
 import { reclaimCutoffMs } from "../domain/quarantine.ts";
 import { emptyRecord, own, recordOf } from "../domain/records.ts";
-import { deriveServiceSet } from "../domain/service-set.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
@@ -21,6 +20,7 @@ import type { BatchIngresses } from "./batch-ingresses.ts";
 import { leaveMesh } from "./claim-decisions.ts";
 import { type Asserted, leaveAll, retract } from "./memberships.ts";
 import { obtainVip } from "./obtain-vip.ts";
+import { type ServiceSetView, tablesView } from "./service-set-view.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -38,6 +38,11 @@ export interface ReconcileDeps {
   readonly random: () => number;
   /** The batch's shared read of the ingresses; absent: each pass reads them itself. */
   readonly ingresses?: BatchIngresses;
+  /**
+   * Where the pass gets the mesh's service set (the membership index, incremental); absent:
+   * the full recompute from the tables.
+   */
+  readonly view?: ServiceSetView;
   /**
    * A finder shared by the meshes of one invocation (the caller flushes it). When absent,
    * each pass uses its own and flushes it.
@@ -112,13 +117,11 @@ async function inputsStill(
 ): Promise<boolean> {
   if ((await deps.source.meshExists(mesh)) !== exists) return false;
   if (!exists) return true;
-  // Fresh reads, not the batch's view of the ingresses (their issues were reported already).
-  const [dataplanes, ingresses] = await Promise.all([
-    deps.source.dataplanesOf(mesh),
-    deps.source.ingresses(),
-  ]);
-  const now = deriveServiceSet(mesh, dataplanes.records, ingresses.records).services;
-  return now.length === services.length && now.every((service, i) => service === services[i]);
+  return await viewOf(deps).still(mesh, services);
+}
+
+function viewOf(deps: ReconcileDeps): ServiceSetView {
+  return deps.view ?? tablesView(deps.source, deps.ingresses);
 }
 
 interface Attempt {
@@ -177,16 +180,8 @@ async function attemptOnce(
     return { outcome: deleted, settled: await inputsStill(mesh, deps, false, []) };
   }
 
-  const [dataplanes, ingresses] = await Promise.all([
-    source.dataplanesOf(mesh),
-    // The batch's shared read on a first attempt; a later attempt follows a change seen after
-    // a write, so it reads the tables again.
-    deps.ingresses !== undefined && attempt === 1 ? deps.ingresses.get() : source.ingresses(),
-  ]);
-  const { services, issues } = deriveServiceSet(mesh, dataplanes.records, ingresses.records);
-  for (const issue of [...dataplanes.issues, ...ingresses.issues, ...issues]) {
-    telemetry.badInput(issue);
-  }
+  const { services, issues } = await viewOf(deps).read(mesh, current, attempt);
+  for (const issue of issues) telemetry.badInput(issue);
 
   // Read before the claims: a claim that moves after this read bumps the count again.
   const renumberings = await deps.claims.getRenumberings();

@@ -3,6 +3,7 @@ import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynam
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { DocumentClient } from "../store/document-client.ts";
 import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
+import { DynamoMembershipIndex } from "../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
 import type { AllocatorConfig } from "./config.ts";
@@ -46,11 +47,13 @@ export function createStreamHandler(
   const doc = new DocumentClient(client);
   const vipItems = new DynamoVipItemStore(doc, config.tables.vips);
   const claims = new DynamoClaimStore(doc, config.tables.claims, randomUUID);
+  const index = new DynamoMembershipIndex(doc, config.tables.index);
   const settings: BatchSettings = {
     tables: config.tables,
     pool: config.pool,
     quarantineSeconds: config.quarantineSeconds,
     maxAttempts: config.maxWriteAttempts,
+    serviceSet: config.serviceSet,
     concurrency: options.concurrency ?? 4,
     now: options.now ?? Date.now,
     newId: randomUUID,
@@ -62,7 +65,7 @@ export function createStreamHandler(
   return async (event) => {
     try {
       const source = new DynamoMeshSource(client, config.tables);
-      return await processBatch(event, { source, vipItems, claims, telemetry }, settings);
+      return await processBatch(event, { source, vipItems, claims, index, telemetry }, settings);
     } finally {
       telemetry.flush?.();
     }

@@ -31,6 +31,8 @@ export const METRIC = {
   meshFailures: "MeshFailures",
   /** Meshes whose VIP item could not be encoded within DynamoDB's item limit (Count). */
   itemTooLarge: "VipItemTooLarge",
+  /** Dataplane records of the membership index written (Count). */
+  indexWrites: "IndexWrites",
   /** Age of the oldest record of a batch when its processing started (Milliseconds). */
   streamLagMs: "StreamLag",
 } as const;

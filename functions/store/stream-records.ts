@@ -14,6 +14,12 @@ export type DecodedRecord =
       readonly table: "meshes" | "dataplanes";
       readonly meshes: readonly string[];
       readonly createdAtMs: number | undefined;
+      /** A dataplane record's key and images (undefined: absent, or not decodable). */
+      readonly dataplane?: {
+        readonly key: { readonly mesh: string; readonly name: string };
+        readonly newImage: unknown;
+        readonly oldImage: unknown;
+      };
     }
   | { readonly ok: false; readonly sequenceNumber: string | undefined; readonly issue: InputIssue };
 
@@ -25,6 +31,14 @@ export function tableNameFromArn(arn: string | undefined): string | undefined {
 function image(value: unknown): unknown {
   if (value === undefined) return undefined;
   return toPlain(value as Record<string, AttributeValue>);
+}
+
+function imageOrNothing(value: unknown): unknown {
+  try {
+    return image(value);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -65,14 +79,22 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
     if (mesh === undefined || mesh === "")
       return fail(tableName, "Keys.mesh", "missing or not a string");
     const meshes = new Set<string>([mesh]);
-    try {
-      for (const raw of [record.dynamodb?.OldImage, record.dynamodb?.NewImage]) {
-        for (const touched of meshesTouchedBy(image(raw))) meshes.add(touched);
-      }
-    } catch {
-      // An undecodable image still touches its own mesh; the reconcile reports the item.
+    // An undecodable image still touches its own mesh, and contributes nothing.
+    const oldImage = imageOrNothing(record.dynamodb?.OldImage);
+    const newImage = imageOrNothing(record.dynamodb?.NewImage);
+    for (const touched of [...meshesTouchedBy(oldImage), ...meshesTouchedBy(newImage)]) {
+      meshes.add(touched);
     }
-    return { ok: true, sequenceNumber, table: "dataplanes", meshes: [...meshes], createdAtMs };
+    const name = keys.name?.S;
+    if (name === undefined) return fail(tableName, "Keys.name", "missing or not a string");
+    return {
+      ok: true,
+      sequenceNumber,
+      table: "dataplanes",
+      meshes: [...meshes],
+      createdAtMs,
+      dataplane: { key: { mesh, name }, newImage, oldImage },
+    };
   }
   return fail(
     tableName ?? "(unknown)",
