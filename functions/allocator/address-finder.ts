@@ -2,8 +2,15 @@ import type { VipPool } from "../domain/pool.ts";
 import { quarantineOver } from "../domain/quarantine.ts";
 import type { AddressCandidate, ClaimStore } from "../store/ports.ts";
 
-/** Addresses probed per read: one BatchGetItem of address claims. */
-const WINDOW = 50;
+/**
+ * Addresses probed per read (one BatchGetItem of address claims; DynamoDB bills every key,
+ * found or not): the first read of an invocation probes as many as its passes said they need
+ * (at least {@link FIRST_WINDOW}); every further read doubles, up to {@link MAX_WINDOW}. From
+ * the next-fit cursor of a fresh or well-packed range the first keys are free, so a new
+ * service costs a few read units, not fifty.
+ */
+const FIRST_WINDOW = 2;
+const MAX_WINDOW = 50;
 
 /**
  * Finds free addresses next-fit from the range's persisted cursor, reading address claims a
@@ -25,18 +32,24 @@ export class AddressFinder {
   private freedSinceCycle = false;
   private lastTaken: bigint | undefined;
   private newlyClaimed = 0;
+  private window = FIRST_WINDOW;
+  private reads = 0;
 
   /**
    * One finder may serve several meshes reconciled at once in an invocation (they then never
-   * race each other for an address); `random` spreads the retries of racing invocations.
+   * race each other for an address).
    */
   constructor(
     private readonly claims: ClaimStore,
     private readonly pool: VipPool,
     private readonly nowMs: number,
     private readonly quarantineSeconds: number,
-    private readonly random: () => number = Math.random,
   ) {}
+
+  /** A pass will ask for `count` new addresses: the first read probes that many. */
+  expect(count: number): void {
+    if (this.reads === 0) this.window = Math.min(MAX_WINDOW, Math.max(this.window, count));
+  }
 
   /** The next candidate, or undefined when the range has no free address. */
   async next(): Promise<AddressCandidate | undefined> {
@@ -75,12 +88,15 @@ export class AddressFinder {
       .then((cursor) => this.pool.probeOrder(cursor));
     const order = await this.order;
     const offsets: bigint[] = [];
-    for (let i = 0; i < WINDOW; i++) {
+    const window = this.window;
+    this.reads++;
+    this.window = Math.min(MAX_WINDOW, window * 2);
+    for (let i = 0; i < window; i++) {
       const step = order.next();
       if (step.done) break;
       offsets.push(step.value);
     }
-    if (offsets.length < WINDOW) this.cycleRead = true;
+    if (offsets.length < window) this.cycleRead = true;
     if (offsets.length === 0) return;
     const vips = offsets.map((offset) => this.pool.addressAt(offset));
     const existing = await this.claims.getAddresses(vips);
@@ -117,15 +133,11 @@ export class AddressFinder {
   }
 
   /**
-   * Another invocation took `candidate` first: it is dropped, and since the other invocation
-   * is probably working through the same addresses, the search continues from a random place
-   * in the buffer (nothing else is dropped: the skipped candidates move to the end).
+   * Another invocation took `candidate` first: it is dropped and the search goes on with the
+   * next lowest candidate, so racing invocations share the addresses in order and leave no
+   * holes (the loser's claim write is retried with the next address).
    */
   conflicted(_candidate: AddressCandidate): void {
-    if (this.buffer.length >= 2) {
-      const k = Math.floor(this.random() * this.buffer.length);
-      this.buffer = [...this.buffer.slice(k), ...this.buffer.slice(0, k)];
-    }
     this.settle();
   }
 

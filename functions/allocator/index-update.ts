@@ -43,7 +43,6 @@ export interface IndexUpdate {
 export async function updateIndex(
   changes: readonly DataplaneChange[],
   index: MembershipIndex,
-  dataplanesTable: string,
 ): Promise<IndexUpdate> {
   const latest = new Map<string, DataplaneChange>();
   const touchedPairs: Contribution[] = [];
@@ -58,7 +57,7 @@ export async function updateIndex(
   const writes: IndexWrite[] = [];
   for (const [id, change] of latest) {
     const next = contributionsOf(change.key, change.newImage);
-    for (const issue of next.issues) issues.push({ ...issue, table: dataplanesTable });
+    issues.push(...next.issues);
     const before = stored.get(id);
     touchedPairs.push(...next.contributions, ...(before?.contributions ?? []));
     const sequence = paddedSequence(change.sequence);

@@ -107,7 +107,7 @@ export async function processBatch(
     const index = ports.index;
     if (index === undefined) throw new Error("serviceSet 'index' needs the index port");
     try {
-      const update = await updateIndex(changes, index, settings.tables.dataplanes);
+      const update = await updateIndex(changes, index);
       for (const issue of update.issues) telemetry.badInput(issue);
       if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
       touched = update.touched;
@@ -145,7 +145,6 @@ export async function processBatch(
     settings.pool,
     settings.now(),
     settings.quarantineSeconds,
-    settings.random,
   );
   const deps: ReconcileDeps = {
     addresses,

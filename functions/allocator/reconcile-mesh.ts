@@ -212,10 +212,16 @@ async function attemptOnce(
   const added = emptyRecord<string>();
   const nowMs = deps.now();
   const finder =
-    deps.addresses ??
-    new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds, deps.random);
+    deps.addresses ?? new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds);
   const cutoffMs = reclaimCutoffMs(nowMs, deps.quarantineSeconds);
 
+  // New addresses this pass will look for: services with no claim in the range.
+  finder.expect(
+    plan.needed.filter((service) => {
+      const claim = claimed.get(service);
+      return claim === undefined || pool.canonical(claim.vip) === undefined;
+    }).length,
+  );
   for (const service of plan.needed) {
     const vip = await obtainVip(service, {
       mesh,

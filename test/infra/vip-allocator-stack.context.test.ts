@@ -55,7 +55,8 @@ describe("the deployable stack", () => {
         }),
       },
     });
-    template.resourceCountIs("AWS::DynamoDB::GlobalTable", 3);
+    // dataplanes, vips, claims, index (the meshes table is an existing one)
+    template.resourceCountIs("AWS::DynamoDB::GlobalTable", 4);
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       EventSourceArn: MESHES_STREAM,
     });

@@ -16,6 +16,7 @@ import {
   ALL_TABLES,
   CLAIMS_TABLE,
   DATAPLANES_TABLE,
+  INDEX_TABLE,
   MESHES_TABLE,
   type TableDefinition,
   VIPS_TABLE,
@@ -234,6 +235,7 @@ describe("least privilege", () => {
       [JSON.stringify(getAtt(allocator.dataplanesTable, "Arn")), READ_DATA],
       [JSON.stringify(getAtt(allocator.vipsTable, "Arn")), READ_WRITE_DATA],
       [JSON.stringify(getAtt(allocator.claimsTable, "Arn")), READ_WRITE_DATA],
+      [JSON.stringify(getAtt(allocator.indexTable, "Arn")), READ_WRITE_DATA],
       [JSON.stringify(getAtt(allocator.meshesTable, "StreamArn")), STREAM_READ],
       [JSON.stringify(getAtt(allocator.dataplanesTable, "StreamArn")), STREAM_READ],
       [
@@ -287,8 +289,8 @@ describe("existing input tables", () => {
       existingMeshesTable: { tableName: "kuma-meshes", tableStreamArn: meshesStream },
       existingDataplanesTable: { tableName: "kuma-dataplanes", tableStreamArn: dataplanesStream },
     });
-    template.resourceCountIs("AWS::DynamoDB::GlobalTable", 2);
-    for (const def of [VIPS_TABLE, CLAIMS_TABLE]) {
+    template.resourceCountIs("AWS::DynamoDB::GlobalTable", 3);
+    for (const def of [VIPS_TABLE, CLAIMS_TABLE, INDEX_TABLE]) {
       template.hasResourceProperties("AWS::DynamoDB::GlobalTable", { KeySchema: keySchema(def) });
     }
     for (const arn of [meshesStream, dataplanesStream]) {

@@ -70,6 +70,7 @@ function freshTableEnv(): Record<string, string> {
     DATAPLANES_TABLE: `${prefix}-dataplanes`,
     VIPS_TABLE: `${prefix}-vips`,
     CLAIMS_TABLE: `${prefix}-claims`,
+    VIP_INDEX_TABLE: `${prefix}-index`,
   };
 }
 

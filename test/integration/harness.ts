@@ -70,6 +70,7 @@ export async function createWorld(
     DATAPLANES_TABLE: `${prefix}-dataplanes`,
     VIPS_TABLE: `${prefix}-vips`,
     CLAIMS_TABLE: `${prefix}-claims`,
+    VIP_INDEX_TABLE: `${prefix}-index`,
     DYNAMODB_ENDPOINT: moto.endpoint,
     ...env,
   };

@@ -49,6 +49,7 @@ async function freshTables(): Promise<TableNames> {
     DATAPLANES_TABLE: `${prefix}-dataplanes`,
     VIPS_TABLE: `${prefix}-vips`,
     CLAIMS_TABLE: `${prefix}-claims`,
+    VIP_INDEX_TABLE: `${prefix}-index`,
   });
   await createTables(ddb, tables);
   return tables;

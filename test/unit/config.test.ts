@@ -24,7 +24,9 @@ describe("loadConfig", () => {
       dataplanes: "dataplanes",
       vips: "vips",
       claims: "vip-claims",
+      index: "vip-index",
     });
+    expect(config.serviceSet).toBe("index");
     expect(config.endpoint).toBeUndefined();
     expect(config.maxWriteAttempts).toBeGreaterThanOrEqual(1);
   });
@@ -38,6 +40,8 @@ describe("loadConfig", () => {
       DATAPLANES_TABLE: "d",
       VIPS_TABLE: "v",
       CLAIMS_TABLE: "c",
+      VIP_INDEX_TABLE: "i",
+      SERVICE_SET: "tables",
       DYNAMODB_ENDPOINT: "http://127.0.0.1:5000",
       VIP_MAX_WRITE_ATTEMPTS: "9",
     };
@@ -48,7 +52,14 @@ describe("loadConfig", () => {
     // Assert
     expect(config.pool.cidr).toBe("fd00::/120");
     expect(config.quarantineSeconds).toBe(0);
-    expect(config.tables).toEqual({ meshes: "m", dataplanes: "d", vips: "v", claims: "c" });
+    expect(config.tables).toEqual({
+      meshes: "m",
+      dataplanes: "d",
+      vips: "v",
+      claims: "c",
+      index: "i",
+    });
+    expect(config.serviceSet).toBe("tables");
     expect(config.endpoint).toBe("http://127.0.0.1:5000");
     expect(config.maxWriteAttempts).toBe(9);
   });
