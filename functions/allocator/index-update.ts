@@ -30,7 +30,7 @@ export interface IndexUpdate {
 
 /**
  * Brings the index up to date with a batch's dataplane records: per dataplane, what its newest
- * image contributes is diffed against what the index records for it now (never image against
+ * image contributes is compared with what the index records for it now (never image against
  * image), so a redelivered, replayed or earlier-lost record converges. One BatchGetItem of the
  * records, batched entry writes, one conditional write per changed record. A record older than
  * the one the index holds changes nothing. A record write lost to a concurrent writer (a
@@ -45,30 +45,50 @@ export async function updateIndex(
   index: MembershipIndex,
 ): Promise<IndexUpdate> {
   const latest = new Map<string, DataplaneChange>();
-  const touchedPairs: Contribution[] = [];
+  /** Per dataplane: what its other images in the batch contribute (old, and superseded new). */
+  const others = new Map<string, Contribution[]>();
   const issues: InputIssue[] = [];
   for (const change of changes) {
-    latest.set(dataplaneId(change.key), change);
-    touchedPairs.push(...contributionsOf(change.key, change.oldImage).contributions);
+    const id = dataplaneId(change.key);
+    const list = others.get(id) ?? [];
+    const superseded = latest.get(id);
+    if (superseded !== undefined) {
+      list.push(...contributionsOf(superseded.key, superseded.newImage).contributions);
+    }
+    list.push(...contributionsOf(change.key, change.oldImage).contributions);
+    others.set(id, list);
+    latest.set(id, change);
   }
   if (latest.size === 0) return { touched: new Map(), issues, written: 0 };
   const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
 
+  const touchedPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
   for (const [id, change] of latest) {
     const next = contributionsOf(change.key, change.newImage);
     issues.push(...next.issues);
     const before = stored.get(id);
-    touchedPairs.push(...next.contributions, ...(before?.contributions ?? []));
+    const imaged = others.get(id) ?? [];
+    touchedPairs.push(...next.contributions, ...(before?.contributions ?? []), ...imaged);
     const sequence = paddedSequence(change.sequence);
     if (before !== undefined && before.sequence >= sequence) continue; // an older record
-    if (before !== undefined && sameContributions(before.contributions, next.contributions)) {
-      continue;
-    }
-    const { added, removed } = diffContributions(before?.contributions ?? [], next.contributions);
+    // Entries are written before the record, so an attempt that died in between may have
+    // left entries its record does not list: they are among this batch's images (the retried
+    // record's, or the next record's old image), and go unless still contributed.
+    const { removed } = diffContributions(
+      [...(before?.contributions ?? []), ...imaged],
+      next.contributions,
+    );
+    const recordSame =
+      before === undefined
+        ? next.contributions.length === 0
+        : sameContributions(before.contributions, next.contributions);
+    if (recordSame && removed.length === 0) continue;
     writes.push({
       key: change.key,
-      add: added,
+      // Every entry it contributes, not just the new ones: idempotent, and it restores any
+      // an interrupted attempt removed.
+      add: next.contributions,
       remove: removed,
       record: {
         contributions: next.contributions,
@@ -85,7 +105,7 @@ export async function updateIndex(
 }
 
 /** Entries follow the record that won: add its contributions, remove what we added beyond. */
-async function agreeWithWinners(
+export async function agreeWithWinners(
   writes: readonly IndexWrite[],
   lost: ReadonlySet<string>,
   index: MembershipIndex,

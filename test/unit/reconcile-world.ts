@@ -7,6 +7,7 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
 import {
   InMemoryClaimStore,
+  InMemoryMembershipIndex,
   InMemoryMeshSource,
   InMemoryTelemetry,
   InMemoryVipItemStore,
@@ -24,12 +25,16 @@ export interface WorldOptions {
   readonly maxAttempts?: number;
   readonly pause?: Pause;
   readonly seed?: number;
+  /** Where batches get service sets: the membership index, or the tables. @default "tables" */
+  readonly mode?: "index" | "tables";
 }
 
 export class World {
   readonly source: InMemoryMeshSource;
   readonly vipItems: InMemoryVipItemStore;
   readonly claims: InMemoryClaimStore;
+  readonly index: InMemoryMembershipIndex;
+  readonly mode: "index" | "tables";
   readonly telemetry = new InMemoryTelemetry();
   readonly sleeps: number[] = [];
   pool: VipPool;
@@ -43,6 +48,8 @@ export class World {
     const pause = options.pause ?? yieldOnce;
     this.source = new InMemoryMeshSource(pause);
     this.vipItems = new InMemoryVipItemStore(pause);
+    this.index = new InMemoryMembershipIndex(pause);
+    this.mode = options.mode ?? "tables";
     this.claims = new InMemoryClaimStore(sequentialIds("claim"), pause);
     this.pool = VipPool.parse(options.cidr ?? "240.0.0.0/27");
     this.quarantineSeconds = options.quarantineSeconds ?? 3600;
@@ -112,6 +119,17 @@ export class World {
       );
     });
     return deriveServiceSet(mesh, own, ingresses).services;
+  }
+
+  /** The ports of one batch: with the index when the world runs incrementally. */
+  batchPorts() {
+    return {
+      source: this.source,
+      vipItems: this.vipItems,
+      claims: this.claims,
+      telemetry: this.telemetry,
+      ...(this.mode === "index" ? { index: this.index } : {}),
+    };
   }
 
   vips(mesh: string): Readonly<Record<string, string>> | undefined {
