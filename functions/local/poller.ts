@@ -143,8 +143,9 @@ export class StreamPoller {
   }
 
   /**
-   * Processes every record written so far on both streams (the streams in parallel, each shard
-   * in order), then resolves. Never waits for a batching window: nothing more is coming.
+   * Processes every record written so far on both streams (the dataplanes stream first, so the
+   * membership index is complete when the meshes' own records are handled; each shard in
+   * order), then resolves. Never waits for a batching window: nothing more is coming.
    */
   async drain(): Promise<DrainReport> {
     if (this.running || this.busy) {
@@ -160,8 +161,12 @@ export class StreamPoller {
       meshes: new Set(),
     };
     try {
-      const results = await Promise.allSettled(
-        this.state.map(async (stream) => {
+      let failure: { error: unknown } | undefined;
+      const byTable = [...this.state].sort((a, b) =>
+        a.table === b.table ? 0 : a.table === "dataplanes" ? -1 : 1,
+      );
+      for (const stream of byTable) {
+        try {
           for (;;) {
             await this.reader.discover(stream);
             const before = counters.records;
@@ -172,9 +177,11 @@ export class StreamPoller {
             const finishedAfter = stream.shards.filter((s) => s.finished).length;
             if (counters.records === before && finishedAfter === finishedBefore) break;
           }
-        }),
-      );
-      for (const result of results) if (result.status === "rejected") throw result.reason;
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+      if (failure !== undefined) throw failure.error;
     } finally {
       this.busy = false;
     }
