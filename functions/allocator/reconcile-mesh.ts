@@ -138,6 +138,13 @@ async function attemptOnce(
 ): Promise<Attempt> {
   const { source, vipItems, telemetry, pool } = deps;
   const [current, exists] = await Promise.all([vipItems.get(mesh), source.meshExists(mesh)]);
+  if (exists && asserted.size > 0) {
+    // An earlier attempt of this pass lost its write: settle its memberships against the item
+    // that won now, before this attempt writes. (Left for the end, a crash right after this
+    // attempt's write would leave memberships of the losing incarnation on listed services,
+    // which no later leave could match.)
+    await retract(mesh, deps, asserted, current);
+  }
 
   if (!exists) {
     if (current === undefined) {
