@@ -11,6 +11,7 @@ import { isAllocatorError } from "../domain/errors.ts";
 import { StreamPollerError } from "../local/poller.ts";
 import { demoCommand } from "./commands/demo.ts";
 import { drainCommand } from "./commands/drain.ts";
+import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
 import {
   dataplaneDeleteCommand,
   dataplanePutCommand,
@@ -39,10 +40,13 @@ interface CommandSpec {
   readonly args: readonly string[];
   readonly summary: string;
   readonly once?: boolean;
+  /** Takes `--mesh M`. */
+  readonly mesh?: boolean;
   readonly run: (
     ctx: CliContext,
     args: readonly string[],
     config: () => AllocatorConfig,
+    mesh: string | undefined,
   ) => Promise<ExitCode>;
 }
 
@@ -104,6 +108,20 @@ const COMMANDS: readonly CommandSpec[] = [
     run: (ctx, _args, config) => watchCommand(ctx, config()),
   },
   {
+    words: ["index", "rebuild"],
+    args: [],
+    mesh: true,
+    summary: "derive the membership index from the dataplanes table (paged, idempotent)",
+    run: (ctx, _args, _config, mesh) => indexRebuildCommand(ctx, mesh),
+  },
+  {
+    words: ["index", "check"],
+    args: [],
+    mesh: true,
+    summary: "compare each mesh's index and VIP item with a full recompute; exit 1 if any differ",
+    run: (ctx, _args, _config, mesh) => indexCheckCommand(ctx, mesh),
+  },
+  {
     words: ["demo"],
     args: [],
     once: true,
@@ -114,7 +132,13 @@ const COMMANDS: readonly CommandSpec[] = [
 ];
 
 const usageOf = (spec: CommandSpec): string =>
-  ["vips", ...spec.words, ...spec.args, ...(spec.once ? ["[--once]"] : [])].join(" ");
+  [
+    "vips",
+    ...spec.words,
+    ...spec.args,
+    ...(spec.once ? ["[--once]"] : []),
+    ...(spec.mesh ? ["[--mesh M]"] : []),
+  ].join(" ");
 
 export const HELP = [
   "usage: npm run --silent vips -- COMMAND [ARGS] [--endpoint URL] [--json]",
@@ -126,6 +150,7 @@ export const HELP = [
   "  --endpoint URL   DynamoDB endpoint (moto_server); default $DYNAMODB_ENDPOINT, else real AWS",
   "  --json           machine-readable output on stdout",
   "  --once           demo: exit after the summary instead of watching",
+  "  --mesh M         index rebuild/check: one mesh only",
   "  -h, --help       this help",
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE,",
@@ -188,6 +213,11 @@ export async function main(
   if (values.once === true && spec.once !== true) {
     throw new UsageError(`--once applies to demo only, not ${spec.words.join(" ")}`);
   }
+  const mesh = values.mesh;
+  if (mesh !== undefined && spec.mesh !== true) {
+    throw new UsageError(`--mesh applies to index commands only, not ${spec.words.join(" ")}`);
+  }
+  if (mesh !== undefined && mesh.trim() === "") throw new UsageError("--mesh must not be empty");
   const json = values.json === true;
   const fromFlag = values.endpoint !== undefined;
   const endpointSource = fromFlag ? "--endpoint" : "DYNAMODB_ENDPOINT";
@@ -214,7 +244,7 @@ export async function main(
   if (endpoint !== undefined) await ensureReachable(endpoint, endpointSource);
   const ctx = new CliContext(endpoint, env, json, out);
   try {
-    return await spec.run(ctx, args, loadSettings);
+    return await spec.run(ctx, args, loadSettings, mesh);
   } finally {
     ctx.close();
   }
@@ -229,6 +259,7 @@ function parse(argv: readonly string[]) {
       endpoint: { type: "string" },
       json: { type: "boolean" },
       once: { type: "boolean" },
+      mesh: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
