@@ -169,7 +169,9 @@ async function repairFromScan(
     }
     // A record of a dataplane the first pass did not read (gone from the table, or written
     // after the pass went by): check it against the table.
-    if (options.mesh === undefined && !seen.has(id)) suspects.set(id, record.key);
+    if (!seen.has(id) && (options.mesh === undefined || relevant.length > 0)) {
+      suspects.set(id, record.key);
+    }
   }
   if (suspects.size === 0) return { records: 0, entries: 0 };
   const keys = [...suspects.values()];
