@@ -12,16 +12,19 @@ import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
+import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
 import type {
   AddressCandidate,
   AddressClaim,
   ClaimStore,
+  MembershipIndex,
   ServiceClaim,
   VipItemStore,
 } from "../../functions/store/ports.ts";
 import {
   InMemoryClaimStore,
+  InMemoryMembershipIndex,
   InMemoryVipItemStore,
   sequentialIds,
 } from "../fixtures/in-memory-ports.ts";
@@ -47,12 +50,17 @@ afterAll(async () => {
 interface Stores {
   readonly claims: ClaimStore;
   readonly vipItems: VipItemStore;
+  readonly index: MembershipIndex;
 }
 
 const IMPLEMENTATIONS: Array<[string, () => Promise<Stores>]> = [
   [
     "in memory",
-    async () => ({ claims: new InMemoryClaimStore(), vipItems: new InMemoryVipItemStore() }),
+    async () => ({
+      claims: new InMemoryClaimStore(),
+      vipItems: new InMemoryVipItemStore(),
+      index: new InMemoryMembershipIndex(),
+    }),
   ],
   [
     "DynamoDB adapters on moto_server",
@@ -71,6 +79,7 @@ const IMPLEMENTATIONS: Array<[string, () => Promise<Stores>]> = [
       return {
         claims: new DynamoClaimStore(doc, tables.claims, sequentialIds("claim")),
         vipItems: new DynamoVipItemStore(doc, tables.vips),
+        index: new DynamoMembershipIndex(doc, tables.index),
       };
     },
   ],
@@ -418,6 +427,118 @@ describe.each(IMPLEMENTATIONS)("ClaimStore contract: %s", (_name, make) => {
     expect(again).toBe(3);
     expect(await claims.readCursor("10.0.0.0/30")).toBe(0n);
     expect(await claims.readCursor("10.0.0.0/29")).toBe(0n);
+  });
+});
+
+describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => {
+  const dp1 = { mesh: "a", name: "dp-1" };
+  const dp2 = { mesh: "b", name: "__proto__" };
+
+  it("records contributions, answers presence and service sets, and scans both kinds of item", async () => {
+    // Arrange
+    const { index } = await make();
+
+    // Act
+    const lost = await index.write([
+      {
+        key: dp1,
+        add: [
+          { mesh: "a", service: "web" },
+          { mesh: "a", service: "constructor" },
+        ],
+        remove: [],
+        record: {
+          contributions: [
+            { mesh: "a", service: "constructor" },
+            { mesh: "a", service: "web" },
+          ],
+          sequence: "0001",
+          expectedVersion: undefined,
+        },
+      },
+      {
+        key: dp2,
+        add: [{ mesh: "a", service: "web" }],
+        remove: [],
+        record: {
+          contributions: [{ mesh: "a", service: "web" }],
+          sequence: "0002",
+          expectedVersion: undefined,
+        },
+      },
+    ]);
+
+    // Assert
+    expect(lost.size).toBe(0);
+    expect(await index.servicesOf("a")).toEqual(["constructor", "web"]);
+    expect(await index.servicesOf("b")).toEqual([]);
+    expect([...(await index.present("a", ["web", "we", "db", "constructor"]))].sort()).toEqual([
+      "constructor",
+      "web",
+    ]);
+    const records = await index.getDataplanes([dp1, dp2, { mesh: "a", name: "none" }]);
+    expect([...records.keys()].sort()).toEqual(['["a","dp-1"]', '["b","__proto__"]']);
+    expect(records.get('["b","__proto__"]')).toEqual({
+      key: dp2,
+      contributions: [{ mesh: "a", service: "web" }],
+      sequence: "0002",
+      version: 1,
+    });
+    let entries = 0;
+    let dataplanes = 0;
+    for await (const page of index.scan()) {
+      entries += page.entries.length;
+      dataplanes += page.dataplanes.length;
+    }
+    expect({ entries, dataplanes }).toEqual({ entries: 3, dataplanes: 2 });
+  });
+
+  it("writes a record only at the version it expects, and deletes one that contributes nothing", async () => {
+    // Arrange
+    const { index } = await make();
+    const record = (expectedVersion: number | undefined, services: string[]) => ({
+      key: dp1,
+      add: [],
+      remove: [],
+      record: {
+        contributions: services.map((service) => ({ mesh: "a", service })),
+        sequence: "0001",
+        expectedVersion,
+      },
+    });
+    await index.write([record(undefined, ["web"])]);
+
+    // Act
+    const stale = await index.write([record(undefined, ["db"])]);
+    const next = await index.write([record(1, ["db"])]);
+    const staleDelete = await index.write([record(1, [])]);
+    const deleted = await index.write([record(2, [])]);
+
+    // Assert
+    expect([...stale]).toEqual(['["a","dp-1"]']);
+    expect(next.size).toBe(0);
+    expect([...staleDelete]).toEqual(['["a","dp-1"]']);
+    expect(deleted.size).toBe(0);
+    expect((await index.getDataplanes([dp1])).size).toBe(0);
+  });
+
+  it("removes entries, and lists a service while any contributor is left", async () => {
+    // Arrange
+    const { index } = await make();
+    const web = { mesh: "a", service: "web" };
+    await index.write([
+      { key: dp1, add: [web], remove: [] },
+      { key: dp2, add: [web], remove: [] },
+    ]);
+
+    // Act
+    await index.write([{ key: dp1, add: [], remove: [web] }]);
+    const afterOne = await index.present("a", ["web"]);
+    await index.write([{ key: dp2, add: [], remove: [web] }]);
+
+    // Assert
+    expect([...afterOne]).toEqual(["web"]);
+    expect([...(await index.present("a", ["web"]))]).toEqual([]);
   });
 });
 
