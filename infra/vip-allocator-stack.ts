@@ -63,6 +63,7 @@ export class VipAllocatorStack extends Stack {
       "Input: Kuma dataplanes",
     );
     output("ClaimsTableName", this.allocator.claimsTable.tableName, "Allocator state (private)");
+    output("IndexTableName", this.allocator.indexTable.tableName, "Membership index (private)");
     output("FunctionName", this.allocator.function.functionName, "The allocator function");
     output(
       "FailureQueueUrl",

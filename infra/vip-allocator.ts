@@ -21,8 +21,8 @@ import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-setti
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
   CLAIMS_TABLE,
-  INDEX_TABLE,
   DATAPLANES_TABLE,
+  INDEX_TABLE,
   type KeyDefinition,
   MESHES_TABLE,
   type TableDefinition,
