@@ -23,6 +23,11 @@ export interface DataplaneChange {
 export interface IndexUpdate {
   /** mesh -> the services whose presence the mesh's pass must look at again */
   readonly touched: Map<string, Set<string>>;
+  /**
+   * mesh -> touched services known to be present without asking: a dataplane of the batch
+   * contributes them now and its entries are written (entries go before records).
+   */
+  readonly known: Map<string, Set<string>>;
   readonly issues: readonly InputIssue[];
   /** Dataplane records written (their entries changed). */
   readonly written: number;
@@ -59,10 +64,11 @@ export async function updateIndex(
     others.set(id, list);
     latest.set(id, change);
   }
-  if (latest.size === 0) return { touched: new Map(), issues, written: 0 };
+  if (latest.size === 0) return { touched: new Map(), known: new Map(), issues, written: 0 };
   const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
 
   const touchedPairs: Contribution[] = [];
+  const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
   for (const [id, change] of latest) {
     const next = contributionsOf(change.key, change.newImage);
@@ -83,7 +89,10 @@ export async function updateIndex(
       before === undefined
         ? next.contributions.length === 0
         : sameContributions(before.contributions, next.contributions);
-    if (recordSame && removed.length === 0) continue;
+    if (recordSame && removed.length === 0) {
+      knownPairs.push(...next.contributions);
+      continue;
+    }
     writes.push({
       key: change.key,
       // Every entry it contributes, not just the new ones: idempotent, and it restores any
@@ -100,8 +109,16 @@ export async function updateIndex(
   if (writes.length > 0) {
     const lost = await index.write(writes);
     if (lost.size > 0) await agreeWithWinners(writes, lost, index);
+    for (const write of writes) {
+      if (!lost.has(dataplaneId(write.key))) knownPairs.push(...write.add);
+    }
   }
-  return { touched: servicesByMesh(touchedPairs), issues, written: writes.length };
+  return {
+    touched: servicesByMesh(touchedPairs),
+    known: servicesByMesh(knownPairs),
+    issues,
+    written: writes.length,
+  };
 }
 
 /** Entries follow the record that won: add its contributions, remove what we added beyond. */

@@ -103,6 +103,7 @@ export async function processBatch(
 
   const mode = settings.serviceSet ?? (ports.index !== undefined ? "index" : "tables");
   let touched = new Map<string, Set<string>>();
+  let known = new Map<string, Set<string>>();
   if (mode === "index") {
     const index = ports.index;
     if (index === undefined) throw new Error("serviceSet 'index' needs the index port");
@@ -111,6 +112,7 @@ export async function processBatch(
       for (const issue of update.issues) telemetry.badInput(issue);
       if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
       touched = update.touched;
+      known = update.known;
     } catch (error) {
       // Nothing is lost: the records are delivered again from the first one.
       telemetry.metric(METRIC.meshFailures, "Count", 1);
@@ -135,7 +137,11 @@ export async function processBatch(
   }
   const viewFor = (mesh: string) =>
     mode === "index" && ports.index !== undefined
-      ? indexView(ports.index, meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()))
+      ? indexView(
+          ports.index,
+          meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()),
+          known.get(mesh),
+        )
       : undefined;
 
   // One address finder for the whole invocation: its meshes never race each other for an

@@ -61,8 +61,16 @@ export function listedServices(item: VipItem): string[] {
 export function indexView(
   index: MembershipIndex,
   touched: ReadonlySet<string> | "all",
+  known: ReadonlySet<string> = new Set(),
 ): ServiceSetView {
   let full = touched === "all";
+  /** Which touched services are present: asks the index only about those not known. */
+  const presence = async (mesh: string, services: ReadonlySet<string>) => {
+    const unknown = [...services].filter((service) => !known.has(service));
+    const found = unknown.length === 0 ? new Set<string>() : await index.present(mesh, unknown);
+    for (const service of services) if (known.has(service)) found.add(service);
+    return found;
+  };
   return {
     async read(mesh, current) {
       if (touched === "all" || current === undefined) {
@@ -70,12 +78,12 @@ export function indexView(
         return { services: await index.servicesOf(mesh), issues: [] };
       }
       full = false;
-      const present = await index.present(mesh, [...touched]);
+      const present = await presence(mesh, touched);
       return { services: applyPresence(listedServices(current), touched, present), issues: [] };
     },
     async still(mesh, services) {
       if (full || touched === "all") return same(await index.servicesOf(mesh), services);
-      const present = await index.present(mesh, [...touched]);
+      const present = await presence(mesh, touched);
       const listed = new Set(services);
       return [...touched].every((service) => present.has(service) === listed.has(service));
     },

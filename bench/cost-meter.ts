@@ -1,0 +1,390 @@
+/**
+ * What DynamoDB would bill, computed from item sizes (moto's ConsumedCapacity is not reliable):
+ * an SDK middleware counts every request of a client by operation and table, and computes read
+ * and write capacity units the way DynamoDB bills them:
+ * - reads: 4 KB units, rounded up, strongly consistent 1, eventually consistent 0.5; a missing
+ *   item still costs the minimum; BatchGetItem bills every key; a Query or Scan bills the sum of
+ *   the items it *read* per request (filters and projections do not reduce it);
+ * - writes: 1 KB units of the larger of the item before and after, rounded up; a delete bills
+ *   the deleted item; a failed conditional write still bills; transactions bill twice.
+ * Responses under a projection or a filter do not carry the items read, so the meter learns the
+ * full sizes with side requests on an unmetered client (their time is counted in `overheadMs`,
+ * so the caller can subtract it from wall time).
+ */
+import {
+  type AttributeValue,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  QueryCommand,
+  ScanCommand,
+} from "@aws-sdk/client-dynamodb";
+
+type Item = Record<string, AttributeValue>;
+
+/** The size DynamoDB assigns an attribute value, in bytes. */
+export function valueSize(value: AttributeValue): number {
+  if (value.S !== undefined) return Buffer.byteLength(value.S, "utf8");
+  if (value.N !== undefined) return numberSize(value.N);
+  if (value.B !== undefined) return value.B.length;
+  if (value.BOOL !== undefined || value.NULL !== undefined) return 1;
+  if (value.SS !== undefined) return value.SS.reduce((n, s) => n + Buffer.byteLength(s, "utf8"), 0);
+  if (value.NS !== undefined) return value.NS.reduce((n, s) => n + numberSize(s), 0);
+  if (value.BS !== undefined) return value.BS.reduce((n, b) => n + b.length, 0);
+  if (value.L !== undefined) return 3 + value.L.reduce((n, v) => n + 1 + valueSize(v), 0);
+  if (value.M !== undefined) {
+    let size = 3;
+    for (const [name, v] of Object.entries(value.M)) {
+      size += 1 + Buffer.byteLength(name, "utf8") + valueSize(v);
+    }
+    return size;
+  }
+  return 0;
+}
+
+/** Numbers: about one byte per two significant digits, plus one. */
+function numberSize(text: string): number {
+  const digits = text.replace(/^-/, "").replace(/e.*$/i, "").replace(".", "").replace(/^0+/, "");
+  return Math.ceil(Math.max(1, digits.replace(/0+$/, "").length) / 2) + 1;
+}
+
+/** An item's size: attribute names plus values. */
+export function itemSize(item: Item | undefined): number {
+  if (item === undefined) return 0;
+  let size = 0;
+  for (const [name, value] of Object.entries(item)) {
+    size += Buffer.byteLength(name, "utf8") + valueSize(value);
+  }
+  return size;
+}
+
+export function readUnits(bytes: number, consistent: boolean): number {
+  const units = Math.max(1, Math.ceil(bytes / 4096));
+  return consistent ? units : units / 2;
+}
+
+export function writeUnits(bytes: number): number {
+  return Math.max(1, Math.ceil(bytes / 1024));
+}
+
+export interface TableCost {
+  requests: number;
+  readUnits: number;
+  writeUnits: number;
+}
+
+export interface CostTotals {
+  requests: number;
+  readUnits: number;
+  writeUnits: number;
+  byOperation: Map<string, number>;
+  byTable: Map<string, TableCost>;
+  /** "table prefix" (the text before `#` of a partition key named `pk`) -> cost. */
+  byKeyPrefix: Map<string, TableCost>;
+  /** Time spent in the meter's own side requests. */
+  overheadMs: number;
+}
+
+function emptyTotals(): CostTotals {
+  return {
+    requests: 0,
+    readUnits: 0,
+    writeUnits: 0,
+    byOperation: new Map(),
+    byTable: new Map(),
+    byKeyPrefix: new Map(),
+    overheadMs: 0,
+  };
+}
+
+function add(map: Map<string, TableCost>, key: string, cost: Partial<TableCost>): void {
+  const entry = map.get(key) ?? { requests: 0, readUnits: 0, writeUnits: 0 };
+  entry.requests += cost.requests ?? 0;
+  entry.readUnits += cost.readUnits ?? 0;
+  entry.writeUnits += cost.writeUnits ?? 0;
+  map.set(key, entry);
+}
+
+/** Names and values an expression refers to. */
+function referenced(expression: string | undefined, input: Record<string, unknown>) {
+  const text = expression ?? "";
+  const names = input.ExpressionAttributeNames as Record<string, string> | undefined;
+  const values = input.ExpressionAttributeValues as Item | undefined;
+  const pick = <T>(all: Record<string, T> | undefined, pattern: RegExp) => {
+    if (all === undefined) return undefined;
+    const used = Object.fromEntries(
+      Object.entries(all).filter(([token]) => {
+        const tokens: string[] = text.match(pattern) ?? [];
+        return tokens.includes(token);
+      }),
+    );
+    return Object.keys(used).length > 0 ? used : undefined;
+  };
+  return { names: pick(names, /#[A-Za-z0-9_]+/g), values: pick(values, /:[A-Za-z0-9_]+/g) };
+}
+
+export class CostMeter {
+  private totals = emptyTotals();
+  private readonly keys = new Map<string, string[]>();
+
+  /** `side`: an unmetered client on the same endpoint, for the meter's own reads. */
+  constructor(private readonly side: DynamoDBClient) {}
+
+  snapshot(): CostTotals {
+    const t = this.totals;
+    return {
+      ...t,
+      byOperation: new Map(t.byOperation),
+      byTable: new Map([...t.byTable].map(([k, v]) => [k, { ...v }])),
+      byKeyPrefix: new Map([...t.byKeyPrefix].map(([k, v]) => [k, { ...v }])),
+    };
+  }
+
+  reset(): void {
+    this.totals = emptyTotals();
+  }
+
+  install(client: DynamoDBClient): void {
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const operation = context.commandName ?? "unknown";
+        const input = args.input as Record<string, unknown>;
+        const before = await this.timed(() => this.before(operation, input));
+        let output: { output: unknown } | undefined;
+        let failure: unknown;
+        try {
+          output = (await next(args)) as { output: unknown };
+        } catch (error) {
+          failure = error;
+        }
+        await this.timed(() =>
+          this.account(
+            operation,
+            input,
+            output?.output as Record<string, unknown>,
+            before,
+            failure,
+          ),
+        );
+        if (failure !== undefined) throw failure;
+        return output as never;
+      },
+      { step: "initialize", name: "costMeter" },
+    );
+  }
+
+  private async timed<T>(work: () => Promise<T>): Promise<T> {
+    const start = performance.now();
+    try {
+      return await work();
+    } finally {
+      this.totals.overheadMs += performance.now() - start;
+    }
+  }
+
+  private async keyNames(table: string): Promise<string[]> {
+    let names = this.keys.get(table);
+    if (names === undefined) {
+      const described = await this.side.send(new DescribeTableCommand({ TableName: table }));
+      names = (described.Table?.KeySchema ?? []).map((key) => key.AttributeName as string);
+      this.keys.set(table, names);
+    }
+    return names;
+  }
+
+  private async keyOf(table: string, item: Item): Promise<Item> {
+    const names = await this.keyNames(table);
+    return Object.fromEntries(names.map((name) => [name, item[name] as AttributeValue]));
+  }
+
+  private async sizeOf(table: string, key: Item): Promise<number> {
+    const result = await this.side.send(
+      new GetItemCommand({ TableName: table, Key: key, ConsistentRead: true }),
+    );
+    return itemSize(result.Item);
+  }
+
+  /** Sizes of the items a write may replace, read before it. */
+  private async before(operation: string, input: Record<string, unknown>): Promise<number[]> {
+    const sizes: number[] = [];
+    const table = input.TableName as string;
+    if (operation === "PutItemCommand") {
+      sizes.push(await this.sizeOf(table, await this.keyOf(table, input.Item as Item)));
+    } else if (operation === "UpdateItemCommand" || operation === "DeleteItemCommand") {
+      sizes.push(await this.sizeOf(table, input.Key as Item));
+    } else if (operation === "BatchWriteItemCommand") {
+      for (const [name, requests] of Object.entries(
+        input.RequestItems as Record<string, Array<Record<string, { Item?: Item; Key?: Item }>>>,
+      )) {
+        for (const request of requests) {
+          const key = request.PutRequest?.Item
+            ? await this.keyOf(name, request.PutRequest.Item)
+            : (request.DeleteRequest?.Key as Item);
+          sizes.push(await this.sizeOf(name, key));
+        }
+      }
+    } else if (operation === "TransactWriteItemsCommand") {
+      for (const entry of input.TransactItems as Array<Record<string, Record<string, unknown>>>) {
+        const [kind, body] = Object.entries(entry)[0] as [string, Record<string, unknown>];
+        const name = body.TableName as string;
+        const key = kind === "Put" ? await this.keyOf(name, body.Item as Item) : (body.Key as Item);
+        sizes.push(await this.sizeOf(name, key));
+      }
+    }
+    return sizes;
+  }
+
+  private count(table: string, cost: Partial<TableCost>, keyItem?: Item): void {
+    this.totals.readUnits += cost.readUnits ?? 0;
+    this.totals.writeUnits += cost.writeUnits ?? 0;
+    add(this.totals.byTable, table, cost);
+    const pk = keyItem?.pk?.S;
+    if (pk !== undefined) add(this.totals.byKeyPrefix, `${table} ${pk.split("#")[0]}`, cost);
+  }
+
+  private async account(
+    operation: string,
+    input: Record<string, unknown>,
+    output: Record<string, unknown> | undefined,
+    before: number[],
+    failure: unknown,
+  ): Promise<void> {
+    this.totals.requests++;
+    this.totals.byOperation.set(operation, (this.totals.byOperation.get(operation) ?? 0) + 1);
+    const table = input.TableName as string | undefined;
+    if (table !== undefined) add(this.totals.byTable, table, { requests: 1 });
+    const consistent = input.ConsistentRead === true;
+    switch (operation) {
+      case "GetItemCommand": {
+        if (failure !== undefined) return;
+        const projected = input.ProjectionExpression !== undefined;
+        const size = projected
+          ? await this.sizeOf(table as string, input.Key as Item)
+          : itemSize(output?.Item as Item | undefined);
+        this.count(table as string, { readUnits: readUnits(size, consistent) }, input.Key as Item);
+        return;
+      }
+      case "BatchGetItemCommand": {
+        if (failure !== undefined) return;
+        const requested = input.RequestItems as Record<
+          string,
+          { Keys: Item[]; ConsistentRead?: boolean }
+        >;
+        const unprocessed = (output?.UnprocessedKeys ?? {}) as Record<string, { Keys: Item[] }>;
+        for (const [name, request] of Object.entries(requested)) {
+          add(this.totals.byTable, name, { requests: 1 });
+          const skipped = new Set((unprocessed[name]?.Keys ?? []).map((k) => JSON.stringify(k)));
+          for (const key of request.Keys) {
+            if (skipped.has(JSON.stringify(key))) continue;
+            const size = await this.sizeOf(name, key);
+            this.count(name, { readUnits: readUnits(size, request.ConsistentRead === true) }, key);
+          }
+        }
+        return;
+      }
+      case "QueryCommand":
+      case "ScanCommand": {
+        if (failure !== undefined) return;
+        let items = (output?.Items ?? []) as Item[];
+        if (
+          input.FilterExpression !== undefined ||
+          input.ProjectionExpression !== undefined ||
+          input.Select !== undefined
+        ) {
+          // The same page, unfiltered and unprojected: what DynamoDB read.
+          const key = referenced(input.KeyConditionExpression as string | undefined, input);
+          const page = {
+            TableName: table,
+            ...(input.IndexName !== undefined ? { IndexName: input.IndexName as string } : {}),
+            ...(input.KeyConditionExpression !== undefined
+              ? { KeyConditionExpression: input.KeyConditionExpression as string }
+              : {}),
+            ...(key.names !== undefined ? { ExpressionAttributeNames: key.names } : {}),
+            ...(key.values !== undefined ? { ExpressionAttributeValues: key.values } : {}),
+            ...(input.Limit !== undefined ? { Limit: input.Limit as number } : {}),
+            ...(input.ExclusiveStartKey !== undefined
+              ? { ExclusiveStartKey: input.ExclusiveStartKey as Item }
+              : {}),
+            ConsistentRead: consistent,
+          };
+          const result = await this.side.send(
+            operation === "QueryCommand"
+              ? new QueryCommand(page as never)
+              : new ScanCommand(page as never),
+          );
+          items = (result.Items ?? []) as Item[];
+        }
+        const bytes = items.reduce((n, item) => n + itemSize(item), 0);
+        const values = input.ExpressionAttributeValues as Item | undefined;
+        const pkValue = values !== undefined ? Object.values(values)[0] : undefined;
+        this.count(
+          table as string,
+          { readUnits: readUnits(bytes, consistent) },
+          pkValue?.S !== undefined ? { pk: pkValue } : undefined,
+        );
+        return;
+      }
+      case "PutItemCommand": {
+        const after = itemSize(input.Item as Item);
+        this.count(
+          table as string,
+          { writeUnits: writeUnits(Math.max(before[0] ?? 0, after)) },
+          input.Item as Item,
+        );
+        return;
+      }
+      case "UpdateItemCommand": {
+        const after =
+          failure === undefined ? await this.sizeOf(table as string, input.Key as Item) : 0;
+        this.count(
+          table as string,
+          { writeUnits: writeUnits(Math.max(before[0] ?? 0, after)) },
+          input.Key as Item,
+        );
+        return;
+      }
+      case "DeleteItemCommand": {
+        this.count(table as string, { writeUnits: writeUnits(before[0] ?? 0) }, input.Key as Item);
+        return;
+      }
+      case "BatchWriteItemCommand": {
+        if (failure !== undefined) return;
+        const unprocessed = (output?.UnprocessedItems ?? {}) as Record<string, unknown[]>;
+        let i = 0;
+        for (const [name, requests] of Object.entries(
+          input.RequestItems as Record<string, Array<Record<string, { Item?: Item; Key?: Item }>>>,
+        )) {
+          add(this.totals.byTable, name, { requests: 1 });
+          const skipped = new Set((unprocessed[name] ?? []).map((r) => JSON.stringify(r)));
+          for (const request of requests) {
+            const prior = before[i++] ?? 0;
+            if (skipped.has(JSON.stringify(request))) continue;
+            const item = request.PutRequest?.Item;
+            const size = item !== undefined ? Math.max(prior, itemSize(item)) : prior;
+            this.count(name, { writeUnits: writeUnits(size) }, item ?? request.DeleteRequest?.Key);
+          }
+        }
+        return;
+      }
+      case "TransactWriteItemsCommand": {
+        let i = 0;
+        for (const entry of input.TransactItems as Array<Record<string, Record<string, unknown>>>) {
+          const [kind, body] = Object.entries(entry)[0] as [string, Record<string, unknown>];
+          const name = body.TableName as string;
+          const prior = before[i++] ?? 0;
+          const key = kind === "Put" ? (body.Item as Item) : (body.Key as Item);
+          let size = prior;
+          if (kind === "Put") size = Math.max(prior, itemSize(body.Item as Item));
+          if (kind === "Update" && failure === undefined) {
+            size = Math.max(prior, await this.sizeOf(name, body.Key as Item));
+          }
+          add(this.totals.byTable, name, { requests: 1 });
+          this.count(name, { writeUnits: 2 * writeUnits(size) }, key);
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+}

@@ -1,0 +1,321 @@
+/**
+ * What one dataplane event costs, incremental (the membership index) against the full
+ * recompute (`SERVICE_SET=tables`), on moto_server with the real handler and adapters.
+ *
+ * For each size N: one mesh of N dataplanes (10 per service) plus four meshes of 10. The index
+ * is built with the index builder and every mesh gets its item from a mesh record (not
+ * metered); then the same mix of 200 events (a tag change that is not the service, a new
+ * dataplane of an existing service, a dataplane with a new service, a delete) is applied to the
+ * dataplanes table and delivered to the handler, one record per invocation and in batches of
+ * 100. A cost meter on the handler's client counts requests and capacity units from item sizes
+ * as DynamoDB bills them (bench/cost-meter.ts). Results: bench/results/event-cost.{md,json,svg}.
+ *
+ *   npm run bench [-- 100,1000,10000]
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBRecord } from "aws-lambda";
+import { loadConfig } from "../functions/allocator/config.ts";
+import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
+import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
+import { VipPool } from "../functions/domain/pool.ts";
+import { clientConfig } from "../functions/local/aws-clients.ts";
+import { startMoto } from "../functions/local/moto.ts";
+import { toPlain } from "../functions/store/attribute-values.ts";
+import { createTables } from "../functions/store/create-tables.ts";
+import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
+import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
+import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
+import {
+  type DataplaneItem,
+  dataplane,
+  dataplaneRecord,
+  meshRecord,
+} from "../test/fixtures/builders.ts";
+import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
+import { invariantViolations } from "../test/fixtures/invariants.ts";
+import { CostMeter } from "./cost-meter.ts";
+import { renderChart } from "./svg-chart.ts";
+
+const SIZES = (process.argv[2] ?? "100,1000,10000").split(",").map(Number);
+const MODES = ["index", "tables"] as const;
+const DELIVERIES = ["single", "batch100"] as const;
+const EVENTS = 200;
+const SMALL_MESHES = ["small-1", "small-2", "small-3", "small-4"];
+/** The full recompute one record per invocation reads the whole mesh and table per event. */
+const fullSingleEvents = (n: number) => (n <= 1000 ? EVENTS : 12);
+
+type Mode = (typeof MODES)[number];
+type Delivery = (typeof DELIVERIES)[number];
+
+interface Row {
+  dataplanes: number;
+  mode: Mode;
+  delivery: Delivery;
+  events: number;
+  requestsPerEvent: number;
+  readUnitsPerEvent: number;
+  writeUnitsPerEvent: number;
+  /** Of the write units: the VIP items' own writes (they grow with the mesh's services). */
+  itemWriteUnitsPerEvent: number;
+  /** Claims-table reads of address claims and the cursor, per new-service event. */
+  addressSearchReadUnitsPerNewService: number;
+  wallSecondsPerEvent: number;
+}
+
+const moto = await startMoto();
+const raw = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+const doc = new DocumentClient(raw);
+const rows: Row[] = [];
+let run = 0;
+
+try {
+  for (const n of SIZES) {
+    for (const mode of MODES) {
+      for (const delivery of DELIVERIES) {
+        rows.push(await measure(n, mode, delivery));
+        const row = rows[rows.length - 1] as Row;
+        console.error(
+          `${n} ${mode} ${delivery}: ${row.events} events, ${(row.readUnitsPerEvent + row.writeUnitsPerEvent).toFixed(2)} units/event, ${row.wallSecondsPerEvent.toFixed(3)} s/event`,
+        );
+      }
+    }
+  }
+} finally {
+  raw.destroy();
+  await moto.stop();
+}
+report(rows);
+
+async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> {
+  run++;
+  const prefix = `bench${run}`;
+  const env = {
+    MESHES_TABLE: `${prefix}-meshes`,
+    DATAPLANES_TABLE: `${prefix}-dataplanes`,
+    VIPS_TABLE: `${prefix}-vips`,
+    CLAIMS_TABLE: `${prefix}-claims`,
+    VIP_INDEX_TABLE: `${prefix}-index`,
+    DYNAMODB_ENDPOINT: moto.endpoint,
+    SERVICE_SET: mode,
+  };
+  const config = loadConfig(env);
+  const tables = config.tables;
+  await createTables(raw, tables);
+
+  // Seed: the tables as a control plane left them.
+  const meshes = ["big", ...SMALL_MESHES];
+  const seeded: DataplaneItem[] = [];
+  for (let i = 0; i < n; i++)
+    seeded.push(dataplane("big", `dp-${i}`, [`svc-${Math.floor(i / 10)}`]));
+  for (const [m, mesh] of SMALL_MESHES.entries()) {
+    for (let i = 0; i < 10; i++) {
+      seeded.push(dataplane(mesh, `dp-${i}`, [i < 3 ? `svc-${i}` : `small-${m}-${i}`]));
+    }
+  }
+  await doc.batchWrite(
+    tables.meshes,
+    meshes.map((name) => ({ put: { name } })),
+  );
+  await doc.batchWrite(
+    tables.dataplanes,
+    seeded.map((item) => ({ put: item })),
+  );
+
+  // The allocator's state, not metered: the index from the tables, then a record per mesh.
+  const setup = createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() });
+  if (mode === "index") {
+    await rebuildIndex(
+      new DynamoMeshSource(raw, tables),
+      new DynamoMembershipIndex(doc, tables.index),
+    );
+  }
+  await deliverAll(
+    setup,
+    meshes.map((mesh) => meshRecord(tables.meshes, mesh)),
+  );
+
+  const count = mode === "tables" && delivery === "single" ? fullSingleEvents(n) : EVENTS;
+  const deliver = async (
+    handler: ReturnType<typeof createStreamHandler>,
+    records: DynamoDBRecord[],
+  ): Promise<void> => {
+    if (delivery === "single") {
+      for (const record of records) await deliverAll(handler, [record]);
+      return;
+    }
+    for (let i = 0; i < records.length; i += 100) {
+      await deliverAll(handler, records.slice(i, i + 100));
+    }
+  };
+
+  // Timed, unmetered (the meter's own side reads would count as wall time): one mix.
+  const timed = await applyMix(tables.dataplanes, n, count, `${run}a`, 0);
+  const start = performance.now();
+  await deliver(
+    createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() }),
+    timed.map((event) => event.record),
+  );
+  const wallMs = performance.now() - start;
+
+  // Metered: the same kinds of events on other dataplanes of the same tables.
+  const metered = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+  const meter = new CostMeter(raw);
+  meter.install(metered);
+  const handler = createStreamHandler(config, {
+    client: metered,
+    telemetry: new InMemoryTelemetry(),
+  });
+  const events = await applyMix(tables.dataplanes, n, count, `${run}b`, Math.ceil(count / 4));
+  await deliver(
+    handler,
+    events.map((event) => event.record),
+  );
+  const totals = meter.snapshot();
+  metered.destroy();
+  await checkInvariants(tables, meshes);
+
+  const newServices = events.filter((event) => event.kind === "new-service").length;
+  const claims = [...totals.byKeyPrefix]
+    .filter(([key]) => key === `${tables.claims} addr` || key === `${tables.claims} pool`)
+    .reduce((sum, [, cost]) => sum + cost.readUnits, 0);
+  return {
+    dataplanes: n,
+    mode,
+    delivery,
+    events: count,
+    requestsPerEvent: totals.requests / count,
+    readUnitsPerEvent: totals.readUnits / count,
+    writeUnitsPerEvent: totals.writeUnits / count,
+    itemWriteUnitsPerEvent: (totals.byTable.get(tables.vips)?.writeUnits ?? 0) / count,
+    addressSearchReadUnitsPerNewService: newServices === 0 ? 0 : claims / newServices,
+    wallSecondsPerEvent: wallMs / 1000 / count,
+  };
+}
+
+async function deliverAll(
+  handler: ReturnType<typeof createStreamHandler>,
+  records: DynamoDBRecord[],
+): Promise<void> {
+  const response = await handler({ Records: records });
+  if (response.batchItemFailures.length > 0) {
+    throw new Error(`the handler reported failures: ${JSON.stringify(response.batchItemFailures)}`);
+  }
+}
+
+type Kind = "tag-change" | "new-dataplane" | "new-service" | "delete";
+
+/** Applies the i-th event of the mix to the dataplanes table and returns its stream record. */
+async function applyMix(
+  table: string,
+  n: number,
+  count: number,
+  runId: string,
+  offset: number,
+): Promise<Array<{ kind: Kind; record: DynamoDBRecord }>> {
+  const kinds: Kind[] = ["tag-change", "new-dataplane", "new-service", "delete"];
+  const services = Math.max(1, Math.floor(n / 10));
+  const out: Array<{ kind: Kind; record: DynamoDBRecord }> = [];
+  for (let i = 0; i < count; i++) {
+    const kind = kinds[i % 4] as Kind;
+    const k = Math.floor(i / 4);
+    if (kind === "tag-change") {
+      // Dataplanes from the front; deletes take them from the back.
+      const index = (k + offset) % n;
+      const old = dataplane("big", `dp-${index}`, [`svc-${Math.floor(index / 10)}`]);
+      const next = dataplane("big", `dp-${index}`, [
+        { service: `svc-${Math.floor(index / 10)}`, tags: { version: `v${runId}-${k}` } },
+      ]);
+      await doc.put({ TableName: table, Item: next });
+      out.push({ kind, record: dataplaneRecord(table, { oldImage: old, newImage: next }) });
+    } else if (kind === "new-dataplane") {
+      const item = dataplane("big", `extra-${runId}-${k}`, [`svc-${(k * 7) % services}`]);
+      await doc.put({ TableName: table, Item: item });
+      out.push({ kind, record: dataplaneRecord(table, { newImage: item }) });
+    } else if (kind === "new-service") {
+      const item = dataplane("big", `new-${runId}-${k}`, [`new-svc-${runId}-${k}`]);
+      await doc.put({ TableName: table, Item: item });
+      out.push({ kind, record: dataplaneRecord(table, { newImage: item }) });
+    } else {
+      const index = n - 1 - k - offset;
+      const old = dataplane("big", `dp-${index}`, [`svc-${Math.floor(index / 10)}`]);
+      await doc.delete({ TableName: table, Key: { mesh: "big", name: `dp-${index}` } });
+      out.push({ kind, record: dataplaneRecord(table, { oldImage: old }) });
+    }
+  }
+  return out;
+}
+
+async function checkInvariants(
+  tables: ReturnType<typeof loadConfig>["tables"],
+  meshes: string[],
+): Promise<void> {
+  const items = [];
+  for await (const page of paginateScan({ client: raw }, { TableName: tables.vips })) {
+    for (const item of page.Items ?? []) items.push(decodeVipItem(toPlain(item)));
+  }
+  const violations = invariantViolations({
+    items,
+    meshes: new Set(meshes),
+    pool: VipPool.parse("240.0.0.0/4"),
+  });
+  if (violations.length > 0)
+    throw new Error(`invariants broken: ${violations.slice(0, 5).join("; ")}`);
+}
+
+function report(results: Row[]): void {
+  const header =
+    "| dataplanes | mode | delivery | events | requests/event | read units/event | write units/event | of which VIP item writes | address search read units/new service | wall s/event |";
+  const lines = [
+    header,
+    "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ...results.map(
+      (r) =>
+        `| ${r.dataplanes} | ${r.mode === "index" ? "incremental" : "full recompute"} | ${r.delivery === "single" ? "1 per invocation" : "batches of 100"} | ${r.events} | ${r.requestsPerEvent.toFixed(2)} | ${r.readUnitsPerEvent.toFixed(2)} | ${r.writeUnitsPerEvent.toFixed(2)} | ${r.itemWriteUnitsPerEvent.toFixed(2)} | ${r.addressSearchReadUnitsPerNewService.toFixed(2)} | ${r.wallSecondsPerEvent.toFixed(4)} |`,
+    ),
+  ];
+  const table = lines.join("\n");
+  console.log(table);
+  mkdirSync("bench/results", { recursive: true });
+  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, moto_server 5.2.1 behind the project's one-request-at-a-time lock`;
+  writeFileSync(
+    "bench/results/event-cost.md",
+    [
+      "# What one dataplane event costs",
+      "",
+      `Run ${new Date().toISOString()} with \`npm run bench -- ${SIZES.join(",")}\` on ${machine}.`,
+      "",
+      "Capacity units are computed from item sizes as DynamoDB bills them (bench/cost-meter.ts),",
+      "per event of the mix (tag change, new dataplane of an existing service, new service,",
+      "delete). Wall time is on moto_server, from an unmetered delivery of the same kinds of",
+      "events (on other dataplanes) just before the metered one. The full",
+      `recompute one record per invocation runs the first ${fullSingleEvents(10_000)} events of the mix above`,
+      "1,000 dataplanes (it reads the whole mesh and table per event).",
+      "",
+      table,
+      "",
+      "![units per event](event-cost.svg)",
+      "",
+    ].join("\n"),
+  );
+  writeFileSync("bench/results/event-cost.json", `${JSON.stringify(results, null, 2)}\n`);
+  const series = MODES.flatMap((mode) =>
+    DELIVERIES.map((delivery) => ({
+      name: `${mode === "index" ? "incremental" : "full recompute"}, ${delivery === "single" ? "1 per invocation" : "batches of 100"}`,
+      points: results
+        .filter((r) => r.mode === mode && r.delivery === delivery)
+        .map((r) => ({ x: r.dataplanes, y: r.readUnitsPerEvent + r.writeUnitsPerEvent })),
+    })),
+  );
+  writeFileSync(
+    "bench/results/event-cost.svg",
+    renderChart({
+      title: "Read + write capacity units per dataplane event",
+      xLabel: "dataplanes in the table",
+      yLabel: "capacity units per event",
+      series,
+    }),
+  );
+}
