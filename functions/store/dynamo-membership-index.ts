@@ -17,6 +17,8 @@ import type { IndexEntry, IndexedDataplane, IndexWrite, MembershipIndex } from "
 
 /** Presence queries in flight at once. */
 const PRESENCE_CONCURRENCY = 8;
+/** Conditional record writes in flight at once. */
+const RECORD_CONCURRENCY = 16;
 
 /**
  * The membership index on DynamoDB (store/index-items.ts). Records are read in BatchGetItem
@@ -62,12 +64,14 @@ export class DynamoMembershipIndex implements MembershipIndex {
     if (entries.size > 0) await this.doc.batchWrite(this.table, [...entries.values()]);
 
     const lost = new Set<string>();
-    await Promise.all(
-      writes.map(async (write) => {
-        if (write.record === undefined) return;
-        if (!(await this.writeRecord(write.key, write.record))) lost.add(dataplaneId(write.key));
-      }),
-    );
+    const queue = writes.filter((write) => write.record !== undefined);
+    const worker = async (): Promise<void> => {
+      for (let write = queue.pop(); write !== undefined; write = queue.pop()) {
+        const record = write.record as NonNullable<IndexWrite["record"]>;
+        if (!(await this.writeRecord(write.key, record))) lost.add(dataplaneId(write.key));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(RECORD_CONCURRENCY, queue.length) }, worker));
     return lost;
   }
 
