@@ -23,6 +23,8 @@ export interface DataplaneChange {
 export interface IndexUpdate {
   /** mesh -> the services whose presence the mesh's pass must look at again */
   readonly touched: Map<string, Set<string>>;
+  /** dataplane id -> the meshes it touched (its records are retried if one of them fails) */
+  readonly meshesOf: Map<string, Set<string>>;
   /**
    * mesh -> touched services known to be present without asking: a dataplane of the batch
    * contributes them now and its entries are written (entries go before records).
@@ -64,10 +66,13 @@ export async function updateIndex(
     others.set(id, list);
     latest.set(id, change);
   }
-  if (latest.size === 0) return { touched: new Map(), known: new Map(), issues, written: 0 };
+  if (latest.size === 0) {
+    return { touched: new Map(), meshesOf: new Map(), known: new Map(), issues, written: 0 };
+  }
   const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
 
   const touchedPairs: Contribution[] = [];
+  const meshesOf = new Map<string, Set<string>>();
   const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
   for (const [id, change] of latest) {
@@ -75,7 +80,9 @@ export async function updateIndex(
     issues.push(...next.issues);
     const before = stored.get(id);
     const imaged = others.get(id) ?? [];
-    touchedPairs.push(...next.contributions, ...(before?.contributions ?? []), ...imaged);
+    const pairs = [...next.contributions, ...(before?.contributions ?? []), ...imaged];
+    touchedPairs.push(...pairs);
+    meshesOf.set(id, new Set(pairs.map((pair) => pair.mesh)));
     const sequence = paddedSequence(change.sequence);
     if (before !== undefined && before.sequence >= sequence) continue; // an older record
     // Entries are written before the record, so an attempt that died in between may have
@@ -115,6 +122,7 @@ export async function updateIndex(
   }
   return {
     touched: servicesByMesh(touchedPairs),
+    meshesOf,
     known: servicesByMesh(knownPairs),
     issues,
     written: writes.length,

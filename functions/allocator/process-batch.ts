@@ -1,4 +1,5 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
+import { dataplaneId } from "../domain/contributions.ts";
 import { isAllocatorError } from "../domain/errors.ts";
 import type { VipPool } from "../domain/pool.ts";
 import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../store/ports.ts";
@@ -102,17 +103,26 @@ export async function processBatch(
   }
 
   const mode = settings.serviceSet ?? (ports.index !== undefined ? "index" : "tables");
+  const index = mode === "index" ? ports.index : undefined;
+  if (mode === "index" && index === undefined) {
+    throw new Error("serviceSet 'index' needs the index port");
+  }
   let touched = new Map<string, Set<string>>();
   let known = new Map<string, Set<string>>();
-  if (mode === "index") {
-    const index = ports.index;
-    if (index === undefined) throw new Error("serviceSet 'index' needs the index port");
+  if (index !== undefined) {
     try {
       const update = await updateIndex(changes, index);
       for (const issue of update.issues) telemetry.badInput(issue);
       if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
       touched = update.touched;
       known = update.known;
+      // A dataplane's earlier contributions may name meshes its images do not: those meshes'
+      // passes carry its records too, so a failure there retries them.
+      for (const change of changes) {
+        for (const mesh of update.meshesOf.get(dataplaneId(change.key)) ?? []) {
+          addSequence(byMesh, mesh, change.sequence);
+        }
+      }
     } catch (error) {
       // Nothing is lost: the records are delivered again from the first one.
       telemetry.metric(METRIC.meshFailures, "Count", 1);
@@ -124,25 +134,15 @@ export async function processBatch(
       if (all.length === 0) return { batchItemFailures: [] };
       return { batchItemFailures: [{ itemIdentifier: lowestOf(all) }] };
     }
-    // A dataplane's earlier contributions may name meshes its images no longer do.
-    for (const mesh of touched.keys()) if (!byMesh.has(mesh)) byMesh.set(mesh, []);
-    for (const change of changes) {
-      const sequences = byMesh.get(change.key.mesh);
-      for (const mesh of touched.keys()) {
-        if (sequences !== undefined && mesh !== change.key.mesh) {
-          for (const sequence of sequences) addSequence(byMesh, mesh, sequence);
-        }
-      }
-    }
   }
   const viewFor = (mesh: string) =>
-    mode === "index" && ports.index !== undefined
-      ? indexView(
-          ports.index,
+    index === undefined
+      ? undefined
+      : indexView(
+          index,
           meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()),
           known.get(mesh),
-        )
-      : undefined;
+        );
 
   // One address finder for the whole invocation: its meshes never race each other for an
   // address, and the cursor is written once.

@@ -269,22 +269,21 @@ export class DocumentClient {
     );
     return { items: (result.Items ?? []).map(fromAttributeMap), next: result.LastEvaluatedKey };
   }
-}
 
-/** One page of a strongly consistent Scan (the index builder's and checks' read only). */
-export async function scanPage(
-  client: DynamoDBClient,
-  table: string,
-  start: Record<string, AttributeValue> | undefined,
-): Promise<{ items: PlainRecord[]; next: Record<string, AttributeValue> | undefined }> {
-  const result = await client.send(
-    new ScanCommand({
-      TableName: table,
-      ConsistentRead: true,
-      ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
-    }),
-  );
-  return { items: (result.Items ?? []).map(fromAttributeMap), next: result.LastEvaluatedKey };
+  /** One page of a strongly consistent Scan (the index builder's and checks' read only). */
+  async scanPage(
+    table: string,
+    start: Record<string, AttributeValue> | undefined,
+  ): Promise<{ items: PlainRecord[]; next: Record<string, AttributeValue> | undefined }> {
+    const result = await this.client.send(
+      new ScanCommand({
+        TableName: table,
+        ConsistentRead: true,
+        ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
+      }),
+    );
+    return { items: (result.Items ?? []).map(fromAttributeMap), next: result.LastEvaluatedKey };
+  }
 }
 
 function pause(round: number): Promise<void> {

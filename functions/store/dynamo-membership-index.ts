@@ -2,7 +2,7 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import { type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
-import { ConditionFailed, type DocumentClient, scanPage } from "./document-client.ts";
+import { ConditionFailed, type DocumentClient } from "./document-client.ts";
 import {
   decodeItem,
   decodeRecord,
@@ -151,7 +151,7 @@ export class DynamoMembershipIndex implements MembershipIndex {
   async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }> {
     let start: Record<string, AttributeValue> | undefined;
     do {
-      const page = await scanPage(this.doc.client, this.table, start);
+      const page = await this.doc.scanPage(this.table, start);
       const entries: IndexEntry[] = [];
       const dataplanes: IndexedDataplane[] = [];
       for (const item of page.items) {

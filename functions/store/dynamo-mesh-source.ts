@@ -75,11 +75,7 @@ export class DynamoMeshSource implements MeshSource {
         return result.Item;
       }),
     );
-    return await this.collect(
-      (async function* () {
-        yield { Items: items.filter((item) => item !== undefined) };
-      })(),
-    );
+    return this.decode(items.filter((item) => item !== undefined));
   }
 
   async *allDataplanes(): AsyncIterable<SourceRead> {
@@ -87,13 +83,7 @@ export class DynamoMeshSource implements MeshSource {
       { client: this.client },
       { TableName: this.tables.dataplanes, ConsistentRead: true },
     );
-    for await (const page of pages) {
-      yield await this.collect(
-        (async function* () {
-          yield page;
-        })(),
-      );
-    }
+    for await (const page of pages) yield this.decode(page.Items ?? []);
   }
 
   private async collect(
@@ -102,20 +92,30 @@ export class DynamoMeshSource implements MeshSource {
     const records: DataplaneRecord[] = [];
     const issues: InputIssue[] = [];
     for await (const page of pages) {
-      for (const item of page.Items ?? []) {
-        const mesh = item.mesh?.S ?? "";
-        const name = item.name?.S ?? "";
-        try {
-          records.push({ mesh, name, item: toPlain(item) });
-        } catch (error) {
-          issues.push({
-            table: this.tables.dataplanes,
-            key: { mesh, name },
-            field: "(item)",
-            reason: `undecodable: ${error instanceof Error ? error.message : String(error)}`,
-          });
-          records.push({ mesh, name, item: undefined });
-        }
+      const read = this.decode(page.Items ?? []);
+      records.push(...read.records);
+      issues.push(...read.issues);
+    }
+    return { records, issues };
+  }
+
+  /** Items as dataplane records; an undecodable one is kept without content and reported. */
+  private decode(items: readonly Record<string, AttributeValue>[]): SourceRead {
+    const records: DataplaneRecord[] = [];
+    const issues: InputIssue[] = [];
+    for (const item of items) {
+      const mesh = item.mesh?.S ?? "";
+      const name = item.name?.S ?? "";
+      try {
+        records.push({ mesh, name, item: toPlain(item) });
+      } catch (error) {
+        issues.push({
+          table: this.tables.dataplanes,
+          key: { mesh, name },
+          field: "(item)",
+          reason: `undecodable: ${error instanceof Error ? error.message : String(error)}`,
+        });
+        records.push({ mesh, name, item: undefined });
       }
     }
     return { records, issues };
