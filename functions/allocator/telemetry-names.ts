@@ -35,6 +35,18 @@ export const METRIC = {
   indexWrites: "IndexWrites",
   /** Age of the oldest record of a batch when its processing started (Milliseconds). */
   streamLagMs: "StreamLag",
+  /**
+   * Corrections made by the repair sweep (Count): emitted once per correction without the
+   * `kind` dimension (the alarm's metric) and once with {@link SWEEP_REPAIR_DIMENSION}.
+   */
+  sweepRepairs: "SweepRepairs",
+  /** Meshes the repair sweep examined (Count). */
+  sweepMeshes: "SweepMeshes",
+  /** Sweep cycles that reached the end of every mesh (Count). */
+  sweepCycles: "SweepCycles",
 } as const;
+
+/** The dimension of {@link METRIC.sweepRepairs} naming what was corrected. */
+export const SWEEP_REPAIR_DIMENSION = "kind";
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
