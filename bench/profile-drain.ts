@@ -65,7 +65,14 @@ try {
     );
   }
   stats.clear();
-  const quiet: Telemetry = { metric() {}, badInput() {}, info() {}, warn() {}, error() {} };
+  const quiet: Telemetry = {
+    metric() {},
+    repair() {},
+    badInput() {},
+    info() {},
+    warn() {},
+    error() {},
+  };
   const handler = createStreamHandler(config, { client, telemetry: quiet });
   const poller = new StreamPoller({ endpoint: moto.endpoint, tables: config.tables, handler });
   const started = performance.now();

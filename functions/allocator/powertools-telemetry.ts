@@ -2,7 +2,13 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { InputIssue } from "../domain/errors.ts";
 import type { MetricUnitName, Telemetry } from "./telemetry.ts";
-import { METRIC, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from "./telemetry-names.ts";
+import {
+  METRIC,
+  METRICS_NAMESPACE,
+  type MetricName,
+  SERVICE_NAME,
+  SWEEP_REPAIR_DIMENSION,
+} from "./telemetry-names.ts";
 
 const UNITS: Record<MetricUnitName, (typeof MetricUnit)[keyof typeof MetricUnit]> = {
   Count: MetricUnit.Count,
@@ -24,6 +30,14 @@ export class PowertoolsTelemetry implements Telemetry {
 
   metric(name: MetricName, unit: MetricUnitName, value: number): void {
     this.metrics.addMetric(name, UNITS[unit], value);
+  }
+
+  repair(kind: string, data: Record<string, unknown>): void {
+    this.logger.warn("sweep repair", { kind, ...data });
+    this.metrics.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);
+    const single = this.metrics.singleMetric();
+    single.addDimension(SWEEP_REPAIR_DIMENSION, kind);
+    single.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);
   }
 
   badInput(issue: InputIssue): void {

@@ -82,8 +82,12 @@ async function* meshPages(source: MeshSource, mesh: string): AsyncIterable<Sourc
   yield await source.ingresses();
 }
 
-/** Makes each dataplane's record say what its item contributes; returns records written. */
-async function reconcileDataplanes(
+/**
+ * Makes each dataplane's record say what its item contributes; returns records written.
+ * `extraRemovals`: entries to remove unless the item contributes them; `extraAdds`: dataplanes
+ * whose every contribution is written again (idempotent).
+ */
+export async function reconcileDataplanes(
   dataplanes: ReadonlyArray<{ readonly key: DataplaneKey; readonly item: unknown }>,
   index: MembershipIndex,
   options: RebuildOptions,

@@ -9,6 +9,11 @@ export type MetricUnitName = "Count" | "Percent" | "Bytes" | "Milliseconds";
  */
 export interface Telemetry {
   metric(name: MetricName, unit: MetricUnitName, value: number): void;
+  /**
+   * One structured line per correction the repair sweep made, and the `SweepRepairs` metric
+   * (once without and once with the `kind` dimension).
+   */
+  repair(kind: string, data: Record<string, unknown>): void;
   /** One structured line per skipped piece of bad input, naming table, key, field, reason. */
   badInput(issue: InputIssue): void;
   info(message: string, data?: Record<string, unknown>): void;

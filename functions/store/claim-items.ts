@@ -7,6 +7,7 @@ import type {
   MembershipRequest,
   ReleaseRequest,
   ServiceClaim,
+  SweepState,
 } from "./ports.ts";
 
 /**
@@ -18,7 +19,8 @@ import type {
  * Items: `svc#<service>` (its VIP, and `meshes.<mesh> = {i: incarnation, v: version}` for each
  * mesh that lists it; `releasedAt` once no mesh does), `addr#<vip>` (owner, a random claimId,
  * and a copy of the owner's `releasedAt`), `pool#<cidr>` (next-fit cursor and claim count),
- * `renumberings` (how many claims ever moved to another VIP).
+ * `renumberings` (how many claims ever moved to another VIP), `waiting` (meshes waiting for an
+ * address), `sweep` (the repair sweep's position).
  */
 export type Item = Record<string, unknown>;
 
@@ -28,6 +30,8 @@ export const poolKey = (cidr: string): string => `pool#${cidr}`;
 export const RENUMBERINGS_KEY = "renumberings";
 /** The meshes whose item lists unallocated services (woken when addresses are freed). */
 export const WAITING_KEY = "waiting";
+/** Where the repair sweep is in its cycle. */
+export const SWEEP_KEY = "sweep";
 
 /** One conditional write of one claims item. */
 export interface ClaimWrite {
@@ -409,5 +413,75 @@ export function cursorWrite(cidr: string, next: bigint, newlyClaimed: number): C
       kind: "pool",
       claimed: (typeof item?.claimed === "number" ? item.claimed : 0) + newlyClaimed,
     }),
+  };
+}
+
+/** A range's claim counter as stored (0 when the pool item or its count is absent). */
+export function counterOf(item: Item | undefined): number {
+  return typeof item?.claimed === "number" ? item.claimed : 0;
+}
+
+/** Sets a range's claim counter, if it still holds `expected` (the repair sweep's fix). */
+export function counterWrite(cidr: string, expected: number, claimed: number): ClaimWrite {
+  const key = poolKey(cidr);
+  return {
+    key,
+    action: "update",
+    updateExpression: "SET claimed = :c, kind = :kind",
+    conditionExpression:
+      expected === 0 ? "attribute_not_exists(claimed) OR claimed = :e" : "claimed = :e",
+    values: { ":c": claimed, ":e": expected, ":kind": "pool" },
+    holds: (item) => counterOf(item) === expected,
+    apply: (item) => ({ ...copy(item, key), kind: "pool", claimed }),
+  };
+}
+
+const SWEEP_PHASES = new Set(["meshes", "items", "claims", "done"]);
+
+/** The sweep's state item, or undefined when it is absent or not one. */
+export function decodeSweepState(item: Item | undefined): SweepState | undefined {
+  if (item === undefined || !SWEEP_PHASES.has(String(item.phase))) return undefined;
+  const num = (value: unknown): number => (typeof value === "number" ? value : 0);
+  return {
+    cycle: String(item.cycle),
+    startedAt: num(item.startedAt),
+    phase: item.phase as SweepState["phase"],
+    after: typeof item.after === "string" ? item.after : undefined,
+    meshes: num(item.meshes),
+    repairs: num(item.repairs),
+    addressesInRange: num(item.addressesInRange),
+    counterAtStart: typeof item.counterAtStart === "number" ? item.counterAtStart : undefined,
+    ...(typeof item.finishedAt === "number" ? { finishedAt: item.finishedAt } : {}),
+    ...(typeof item.counterDelta === "number" ? { counterDelta: item.counterDelta } : {}),
+    ...(typeof item.previousDelta === "number" ? { previousDelta: item.previousDelta } : {}),
+    version: num(item.version),
+  };
+}
+
+/** Writes the sweep's state if the stored one still has `expectedVersion` (undefined: none). */
+export function sweepStateWrite(
+  state: SweepState,
+  expectedVersion: number | undefined,
+): ClaimWrite {
+  const item: Item = { pk: SWEEP_KEY, kind: "sweep" };
+  for (const [name, value] of Object.entries(state)) {
+    if (value !== undefined) item[name] = value;
+  }
+  const stored = (current: Item | undefined) =>
+    current === undefined ? undefined : (current.version as number | undefined);
+  return {
+    key: SWEEP_KEY,
+    action: "put",
+    item,
+    ...(expectedVersion === undefined
+      ? { conditionExpression: "attribute_not_exists(pk)" }
+      : {
+          conditionExpression: "#v = :expected",
+          names: { "#v": "version" },
+          values: { ":expected": expectedVersion },
+        }),
+    holds: (current) =>
+      expectedVersion === undefined ? current === undefined : stored(current) === expectedVersion,
+    apply: () => item,
   };
 }

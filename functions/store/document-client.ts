@@ -270,15 +270,24 @@ export class DocumentClient {
     return { items: (result.Items ?? []).map(fromAttributeMap), next: result.LastEvaluatedKey };
   }
 
-  /** One page of a strongly consistent Scan (the index builder's and checks' read only). */
+  /**
+   * One page of a strongly consistent Scan (the index builder's, the checks' and the repair
+   * sweep's read only; never on the event path).
+   */
   async scanPage(
     table: string,
     start: Record<string, AttributeValue> | undefined,
+    options: {
+      readonly Limit?: number;
+      readonly ProjectionExpression?: string;
+      readonly ExpressionAttributeNames?: Record<string, string>;
+    } = {},
   ): Promise<{ items: PlainRecord[]; next: Record<string, AttributeValue> | undefined }> {
     const result = await this.client.send(
       new ScanCommand({
         TableName: table,
         ConsistentRead: true,
+        ...options,
         ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
       }),
     );

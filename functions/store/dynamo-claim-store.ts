@@ -20,6 +20,19 @@ export class DynamoClaimTable implements ClaimTable {
     );
   }
 
+  async scan(
+    _operation: string,
+    after: string | undefined,
+    limit: number,
+  ): Promise<{ items: Item[]; next: string | undefined }> {
+    const page = await this.doc.scanPage(
+      this.name,
+      after === undefined ? undefined : { pk: { S: after } },
+      { Limit: limit },
+    );
+    return { items: page.items, next: page.next?.pk?.S };
+  }
+
   async write(_operation: string, writes: readonly ClaimWrite[]): Promise<WriteOutcome> {
     if (writes.length === 1) return await this.writeOne(writes[0] as ClaimWrite);
     try {

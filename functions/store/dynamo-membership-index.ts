@@ -148,6 +148,26 @@ export class DynamoMembershipIndex implements MembershipIndex {
     return [...services].sort(compareServices);
   }
 
+  async entriesOf(mesh: string): Promise<IndexEntry[]> {
+    const entries: IndexEntry[] = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.doc.queryPage({
+        TableName: this.table,
+        KeyConditionExpression: "pk = :p",
+        ExpressionAttributeValues: { ":p": meshPartition(mesh) },
+        ConsistentRead: true,
+        ...(start !== undefined ? { start } : {}),
+      });
+      for (const item of page.items) {
+        const decoded = decodeItem(item);
+        if (decoded !== undefined && "entry" in decoded) entries.push(decoded.entry);
+      }
+      start = page.next;
+    } while (start !== undefined);
+    return entries;
+  }
+
   async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }> {
     let start: Record<string, AttributeValue> | undefined;
     do {

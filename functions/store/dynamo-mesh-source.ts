@@ -4,12 +4,13 @@ import {
   GetItemCommand,
   paginateQuery,
   paginateScan,
+  ScanCommand,
 } from "@aws-sdk/client-dynamodb";
 import type { DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
 import { toPlain } from "./attribute-values.ts";
-import type { MeshSource, SourceRead } from "./ports.ts";
+import type { MeshSource, Page, SourceRead } from "./ports.ts";
 
 /**
  * Reads the input tables, statelessly. Dataplanes of a mesh: one strongly consistent Query of
@@ -84,6 +85,23 @@ export class DynamoMeshSource implements MeshSource {
       { TableName: this.tables.dataplanes, ConsistentRead: true },
     );
     for await (const page of pages) yield this.decode(page.Items ?? []);
+  }
+
+  async meshPage(after: string | undefined, limit: number): Promise<Page<string>> {
+    const result = await this.client.send(
+      new ScanCommand({
+        TableName: this.tables.meshes,
+        ConsistentRead: true,
+        Limit: limit,
+        ProjectionExpression: "#n",
+        ExpressionAttributeNames: { "#n": "name" },
+        ...(after !== undefined ? { ExclusiveStartKey: { name: { S: after } } } : {}),
+      }),
+    );
+    const items = (result.Items ?? []).flatMap((item) =>
+      item.name?.S === undefined ? [] : [item.name.S],
+    );
+    return { items, next: result.LastEvaluatedKey?.name?.S };
   }
 
   private async collect(

@@ -1,7 +1,7 @@
 import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
-import type { VipItemStore } from "./ports.ts";
+import type { Page, VipItemStore } from "./ports.ts";
 import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
 /**
@@ -61,5 +61,17 @@ export class DynamoVipItemStore implements VipItemStore {
       }
       throw error;
     }
+  }
+
+  async meshPage(after: string | undefined, limit: number): Promise<Page<string>> {
+    const page = await this.doc.scanPage(
+      this.table,
+      after === undefined ? undefined : { mesh: { S: after } },
+      { Limit: limit, ProjectionExpression: "#m", ExpressionAttributeNames: { "#m": "mesh" } },
+    );
+    return {
+      items: page.items.flatMap((item) => (typeof item.mesh === "string" ? [item.mesh] : [])),
+      next: page.next?.mesh?.S,
+    };
   }
 }

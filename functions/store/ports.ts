@@ -2,6 +2,15 @@ import type { Contribution, DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord, Membership, VipItem } from "../domain/types.ts";
 
+/**
+ * One page of a paged read. `next` is an opaque position: the key of the last item returned,
+ * so a caller can stop after any item and continue from it later (undefined: nothing after).
+ */
+export interface Page<T> {
+  readonly items: readonly T[];
+  readonly next: string | undefined;
+}
+
 /** Dataplane items read, and the items that could not be decoded at all (left out). */
 export interface SourceRead {
   readonly records: readonly DataplaneRecord[];
@@ -22,6 +31,8 @@ export interface MeshSource {
   dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
   /** Every dataplane of the table, a page at a time (the index builder's read; never on the event path). */
   allDataplanes(): AsyncIterable<SourceRead>;
+  /** Names in the meshes table, a page at a time after `after` (the repair sweep's read). */
+  meshPage(after: string | undefined, limit: number): Promise<Page<string>>;
 }
 
 /** What the membership index records for one dataplane: what it contributes now. */
@@ -69,6 +80,8 @@ export interface MembershipIndex {
   present(mesh: string, services: readonly string[]): Promise<Set<string>>;
   /** Every service with a contributor in `mesh`, sorted. */
   servicesOf(mesh: string): Promise<string[]>;
+  /** Every contributor entry of `mesh` (the repair sweep's read). */
+  entriesOf(mesh: string): Promise<IndexEntry[]>;
   /** Every entry and every dataplane record, a page at a time (builder and checks only). */
   scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }
@@ -84,6 +97,8 @@ export interface VipItemStore {
   put(item: VipItem, expectedVersion: number | undefined): Promise<number>;
   /** Deletes the item if its version is still `expectedVersion`; else `VersionConflictError`. */
   delete(mesh: string, expectedVersion: number): Promise<void>;
+  /** Meshes that have an item, a page at a time after `after` (the repair sweep's read). */
+  meshPage(after: string | undefined, limit: number): Promise<Page<string>>;
 }
 
 /** A service's global claim: its one VIP and the meshes that use it. */
@@ -161,6 +176,45 @@ export interface ClaimWriteResult {
   readonly claim: ServiceClaim | undefined;
 }
 
+/** A range's claim counter (how many addresses of the range have a claim). */
+export interface PoolCounter {
+  readonly cidr: string;
+  readonly claimed: number;
+}
+
+/** One page of the claims table, by kind of item. */
+export interface ClaimsPage {
+  readonly services: readonly ServiceClaim[];
+  readonly addresses: readonly AddressClaim[];
+  readonly next: string | undefined;
+}
+
+/**
+ * Where the repair sweep is in its cycle (stored with the claims, so the next invocation
+ * continues from there). Written conditionally on `version`: two sweeps never both advance it.
+ */
+export interface SweepState {
+  /** Random per cycle. */
+  readonly cycle: string;
+  /** Epoch ms when the cycle started. */
+  readonly startedAt: number;
+  readonly phase: "meshes" | "items" | "claims" | "done";
+  /** The last key handled in the phase (undefined: from the start). */
+  readonly after: string | undefined;
+  /** Meshes examined and corrections made in this cycle so far. */
+  readonly meshes: number;
+  readonly repairs: number;
+  /** Claims phase: addresses of the range seen so far, and the counter when the phase began. */
+  readonly addressesInRange: number;
+  readonly counterAtStart: number | undefined;
+  /** This cycle's, and the previous cycle's, difference between addresses and the counter. */
+  readonly counterDelta?: number;
+  readonly previousDelta?: number;
+  /** Epoch ms when the cycle ended (phase `done`). */
+  readonly finishedAt?: number;
+  readonly version: number;
+}
+
 /**
  * The allocator's private, global claims, as primitive conditional operations: each is one
  * conditional write or one transaction, so concurrent invocations cannot both win an address or
@@ -184,4 +238,13 @@ export interface ClaimStore {
   readCursor(cidr: string): Promise<bigint>;
   /** Moves the cursor and adds `newlyClaimed` to the range's claim count; returns the count. */
   advanceCursor(cidr: string, next: bigint, newlyClaimed: number): Promise<number | undefined>;
+  /** A range's claim counter (0 when never written). */
+  readCounter(cidr: string): Promise<number>;
+  /** Sets a range's claim counter if it still holds `expected`; false otherwise. */
+  setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
+  /** Service and address claims, a page at a time after `after` (the repair sweep's read). */
+  scan(after: string | undefined, limit: number): Promise<ClaimsPage>;
+  getSweepState(): Promise<SweepState | undefined>;
+  /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
+  putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean>;
 }

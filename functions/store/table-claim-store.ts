@@ -2,16 +2,21 @@ import {
   addressKey,
   type ClaimWrite,
   claimWrites,
+  counterOf,
+  counterWrite,
   cursorWrite,
   decodeAddress,
   decodeService,
+  decodeSweepState,
   type Item,
   membershipWrites,
   poolKey,
   RENUMBERINGS_KEY,
   releaseWrites,
   removeMembershipWrite,
+  SWEEP_KEY,
   serviceKey,
+  sweepStateWrite,
   WAITING_KEY,
   waitingMeshes,
   waitingWrite,
@@ -21,11 +26,13 @@ import type {
   ClaimOutcome,
   ClaimRequest,
   ClaimStore,
+  ClaimsPage,
   ClaimWriteResult,
   LeaveRequest,
   MembershipRequest,
   ReleaseRequest,
   ServiceClaim,
+  SweepState,
 } from "./ports.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
@@ -38,6 +45,12 @@ export interface ClaimTable {
    * condition failed.
    */
   write(operation: string, writes: readonly ClaimWrite[]): Promise<WriteOutcome>;
+  /** Up to `limit` items with keys after `after`, strongly consistent; `next`: the last key read. */
+  scan(
+    operation: string,
+    after: string | undefined,
+    limit: number,
+  ): Promise<{ items: Item[]; next: string | undefined }>;
 }
 
 export type WriteOutcome =
@@ -129,6 +142,42 @@ export class TableClaimStore implements ClaimStore {
       cursorWrite(cidr, next, newlyClaimed),
     ]);
     return outcome.ok ? Number(outcome.item?.claimed ?? 0) : 0;
+  }
+
+  async readCounter(cidr: string): Promise<number> {
+    const [item] = await this.table.get("claims.readCursor", [poolKey(cidr)]);
+    return counterOf(item);
+  }
+
+  async setCounter(cidr: string, expected: number, claimed: number): Promise<boolean> {
+    const outcome = await this.table.write("claims.setCounter", [
+      counterWrite(cidr, expected, claimed),
+    ]);
+    return outcome.ok;
+  }
+
+  async scan(after: string | undefined, limit: number): Promise<ClaimsPage> {
+    const page = await this.table.scan("claims.scan", after, limit);
+    const services: ServiceClaim[] = [];
+    const addresses: AddressClaim[] = [];
+    for (const item of page.items) {
+      const key = String(item.pk);
+      if (key.startsWith("svc#")) services.push(decodeService(item));
+      else if (key.startsWith("addr#")) addresses.push(decodeAddress(item));
+    }
+    return { services, addresses, next: page.next };
+  }
+
+  async getSweepState(): Promise<SweepState | undefined> {
+    const [item] = await this.table.get("claims.getSweepState", [SWEEP_KEY]);
+    return decodeSweepState(item);
+  }
+
+  async putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean> {
+    const outcome = await this.table.write("claims.putSweepState", [
+      sweepStateWrite(state, expectedVersion),
+    ]);
+    return outcome.ok;
   }
 
   private async service(service: string): Promise<ServiceClaim | undefined> {

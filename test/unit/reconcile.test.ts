@@ -479,6 +479,7 @@ describe("reconcileMesh under contention", () => {
         throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected);
       },
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
+      meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
     };
 
     // Act
@@ -505,6 +506,7 @@ describe("reconcileMesh under contention", () => {
       },
       put: (item, expected) => world.vipItems.put(item, expected),
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
+      meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
     };
 
     // Act

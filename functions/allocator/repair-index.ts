@@ -1,0 +1,136 @@
+import {
+  type Contribution,
+  contributionsOf,
+  type DataplaneKey,
+  dataplaneId,
+  diffContributions,
+  sameContributions,
+} from "../domain/contributions.ts";
+import type { InputIssue } from "../domain/errors.ts";
+import type { MembershipIndex, MeshSource } from "../store/ports.ts";
+import type { BatchIngresses } from "./batch-ingresses.ts";
+import { reconcileDataplanes } from "./rebuild-index.ts";
+
+/** Where one dataplane's part of the index disagrees with the dataplanes table. */
+export interface IndexDrift {
+  readonly dataplane: DataplaneKey;
+  /** Entries of the mesh the dataplane should have and has not. */
+  readonly missing: readonly Contribution[];
+  /** Entries of the mesh the dataplane has and should not. */
+  readonly orphan: readonly Contribution[];
+  /** Its record does not say what it contributes. */
+  readonly staleRecord: boolean;
+}
+
+interface Truth {
+  readonly key: DataplaneKey;
+  readonly item: unknown;
+}
+
+/**
+ * One mesh's part of the membership index against the dataplanes table (the mesh's Query and
+ * the ingresses): the dataplanes whose entries in the mesh, or whose record, disagree. Reads
+ * only; nothing is changed.
+ */
+export async function meshIndexDrift(
+  mesh: string,
+  source: MeshSource,
+  ingresses: BatchIngresses,
+  index: MembershipIndex,
+): Promise<{ drift: IndexDrift[]; issues: InputIssue[] }> {
+  const [own, ingress, entries] = await Promise.all([
+    source.dataplanesOf(mesh),
+    ingresses.get(),
+    index.entriesOf(mesh),
+  ]);
+  const truth = new Map<string, Truth>();
+  for (const record of own.records)
+    truth.set(dataplaneId(record), { key: record, item: record.item });
+  for (const record of ingress.records) {
+    const id = dataplaneId(record);
+    if (truth.has(id)) continue;
+    const pairs = contributionsOf(record, record.item).contributions;
+    if (pairs.some((pair) => pair.mesh === mesh)) truth.set(id, { key: record, item: record.item });
+  }
+  const entered = new Map<string, Contribution[]>();
+  const keys = new Map<string, DataplaneKey>();
+  for (const entry of entries) {
+    const id = dataplaneId(entry.dataplane);
+    const list = entered.get(id) ?? [];
+    list.push({ mesh: entry.mesh, service: entry.service });
+    entered.set(id, list);
+    keys.set(id, entry.dataplane);
+  }
+  for (const [id, { key }] of truth) keys.set(id, key);
+  const records = await index.getDataplanes([...keys.values()]);
+  const drift: IndexDrift[] = [];
+  for (const [id, key] of keys) {
+    const found = driftOf(mesh, key, truth.get(id)?.item, entered.get(id) ?? [], records.get(id));
+    if (found !== undefined) drift.push(found);
+  }
+  return { drift, issues: [...own.issues, ...ingress.issues] };
+}
+
+function driftOf(
+  mesh: string,
+  key: DataplaneKey,
+  item: unknown,
+  entered: readonly Contribution[],
+  record: { readonly contributions: readonly Contribution[] } | undefined,
+): IndexDrift | undefined {
+  const wanted = contributionsOf(key, item).contributions;
+  const here = wanted.filter((pair) => pair.mesh === mesh);
+  const { added: missing, removed: orphan } = diffContributions(entered, here);
+  const staleRecord = !sameContributions(record?.contributions ?? [], wanted);
+  if (missing.length === 0 && orphan.length === 0 && !staleRecord) return undefined;
+  return { dataplane: key, missing, orphan, staleRecord };
+}
+
+/**
+ * Repairs drift found by {@link meshIndexDrift}: each dataplane is read again from the table
+ * first (an event may have changed it since), and only what still disagrees is changed, with
+ * the index's own conditional record writes (a record an event writes meanwhile wins). Returns
+ * the drift that was confirmed and repaired.
+ */
+export async function repairIndexDrift(
+  mesh: string,
+  drift: readonly IndexDrift[],
+  source: MeshSource,
+  index: MembershipIndex,
+): Promise<IndexDrift[]> {
+  if (drift.length === 0) return [];
+  const keys = drift.map((found) => found.dataplane);
+  const [fresh, records, entries] = await Promise.all([
+    source.dataplanes(keys),
+    index.getDataplanes(keys),
+    index.entriesOf(mesh),
+  ]);
+  const items = new Map(fresh.records.map((record) => [dataplaneId(record), record.item]));
+  const entered = new Map<string, Contribution[]>();
+  for (const entry of entries) {
+    const id = dataplaneId(entry.dataplane);
+    entered.set(id, [...(entered.get(id) ?? []), { mesh: entry.mesh, service: entry.service }]);
+  }
+  const confirmed: IndexDrift[] = [];
+  const removals = new Map<string, Contribution[]>();
+  const adds = new Set<string>();
+  for (const key of keys) {
+    const id = dataplaneId(key);
+    const still = driftOf(mesh, key, items.get(id), entered.get(id) ?? [], records.get(id));
+    if (still === undefined) continue;
+    confirmed.push(still);
+    if (still.orphan.length > 0) removals.set(id, [...still.orphan]);
+    if (still.missing.length > 0) adds.add(id);
+  }
+  await reconcileDataplanes(
+    confirmed.map((found) => ({
+      key: found.dataplane,
+      item: items.get(dataplaneId(found.dataplane)),
+    })),
+    index,
+    {},
+    removals,
+    adds,
+  );
+  return confirmed;
+}
