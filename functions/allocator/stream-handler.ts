@@ -34,6 +34,16 @@ export function createDynamoClient(config: AllocatorConfig, extra: DynamoDBClien
   });
 }
 
+/** The DynamoDB adapters of the allocator's own tables, over one SDK client. */
+export function dynamoStores(config: AllocatorConfig, client: DynamoDBClient) {
+  const doc = new DocumentClient(client);
+  return {
+    vipItems: new DynamoVipItemStore(doc, config.tables.vips),
+    claims: new DynamoClaimStore(doc, config.tables.claims, randomUUID),
+    index: new DynamoMembershipIndex(doc, config.tables.index),
+  };
+}
+
 /**
  * The composition root: builds the SDK client and the DynamoDB adapters once, then runs
  * {@link processBatch} on every event (with a fresh view of the input tables per batch).
@@ -44,10 +54,7 @@ export function createStreamHandler(
 ): StreamHandler {
   const telemetry = options.telemetry ?? new PowertoolsTelemetry();
   const client = options.client ?? createDynamoClient(config);
-  const doc = new DocumentClient(client);
-  const vipItems = new DynamoVipItemStore(doc, config.tables.vips);
-  const claims = new DynamoClaimStore(doc, config.tables.claims, randomUUID);
-  const index = new DynamoMembershipIndex(doc, config.tables.index);
+  const { vipItems, claims, index } = dynamoStores(config, client);
   const settings: BatchSettings = {
     tables: config.tables,
     pool: config.pool,

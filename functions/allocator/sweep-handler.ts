@@ -1,0 +1,106 @@
+import { randomUUID } from "node:crypto";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
+import type { AllocatorConfig } from "./config.ts";
+import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
+import { rebuildIndex } from "./rebuild-index.ts";
+import { createDynamoClient, dynamoStores } from "./stream-handler.ts";
+import { type SweepResult, sweep } from "./sweep.ts";
+import type { AllocatorCommand } from "./sweep-event.ts";
+import type { Telemetry } from "./telemetry.ts";
+
+/** What the sweep invocation returns (shown by the schedule's and the trigger's logs). */
+export interface SweepSummary {
+  readonly cycle: string;
+  readonly finished: boolean;
+  readonly stopped?: string;
+  readonly meshes: number;
+  readonly repairs: number;
+  readonly byKind: Record<string, number>;
+  /** Backfill only: dataplane records the index rebuild wrote. */
+  readonly indexRecordsWritten?: number;
+}
+
+/** The part of Lambda's context the sweep uses: how long it may still run. */
+export interface InvocationContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export type SweepHandler = (
+  event: AllocatorCommand,
+  context?: InvocationContext,
+) => Promise<SweepSummary>;
+
+export interface SweepHandlerOptions {
+  readonly telemetry?: Telemetry;
+  readonly client?: DynamoDBClient;
+  readonly now?: () => number;
+}
+
+/**
+ * The scheduled repair sweep and the backfill: the same ports as the stream path, a position
+ * stored in the claims table, and the invocation's remaining time as the budget. A backfill
+ * first derives the whole membership index from the dataplanes table (so meshes created later
+ * find their dataplanes in it), then starts a new sweep cycle; the schedule continues it.
+ */
+export function createSweepHandler(
+  config: AllocatorConfig,
+  options: SweepHandlerOptions = {},
+): SweepHandler {
+  const telemetry = options.telemetry ?? new PowertoolsTelemetry();
+  const client = options.client ?? createDynamoClient(config);
+  const { vipItems, claims, index } = dynamoStores(config, client);
+  const now = options.now ?? Date.now;
+  return async (event, context) => {
+    try {
+      const source = new DynamoMeshSource(client, config.tables);
+      const deadline =
+        context === undefined ? undefined : now() + context.getRemainingTimeInMillis();
+      let indexRecordsWritten: number | undefined;
+      if (event.vipAllocator === "backfill") {
+        const rebuilt = await rebuildIndex(source, index, {
+          onIssue: (issue) => telemetry.badInput(issue),
+        });
+        indexRecordsWritten = rebuilt.recordsWritten;
+        telemetry.info("backfill: membership index rebuilt", { ...rebuilt });
+      }
+      const result = await sweep(
+        { source, vipItems, claims, index, telemetry },
+        {
+          pool: config.pool,
+          quarantineSeconds: config.quarantineSeconds,
+          maxAttempts: config.maxWriteAttempts,
+          serviceSet: config.serviceSet,
+          now,
+          newId: randomUUID,
+          sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+          random: Math.random,
+        },
+        {
+          stored: true,
+          restart: event.vipAllocator === "backfill" || event.restart === true,
+          ...(deadline !== undefined ? { deadline } : {}),
+        },
+      );
+      const summary = summarize(result, indexRecordsWritten);
+      telemetry.info("sweep invocation finished", { ...summary });
+      return summary;
+    } finally {
+      telemetry.flush?.();
+    }
+  };
+}
+
+export function summarize(result: SweepResult, indexRecordsWritten?: number): SweepSummary {
+  const byKind: Record<string, number> = Object.create(null);
+  for (const repair of result.repairs) byKind[repair.kind] = (byKind[repair.kind] ?? 0) + 1;
+  return {
+    cycle: result.cycle,
+    finished: result.finished,
+    ...(result.stopped !== undefined ? { stopped: result.stopped } : {}),
+    meshes: result.meshes,
+    repairs: result.repairs.length,
+    byKind,
+    ...(indexRecordsWritten !== undefined ? { indexRecordsWritten } : {}),
+  };
+}
