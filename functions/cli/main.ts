@@ -11,6 +11,7 @@ import { isAllocatorError } from "../domain/errors.ts";
 import { StreamPollerError } from "../local/poller.ts";
 import { demoCommand } from "./commands/demo.ts";
 import { drainCommand } from "./commands/drain.ts";
+import { failuresCommand } from "./commands/failures.ts";
 import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
 import {
   dataplaneDeleteCommand,
@@ -18,6 +19,7 @@ import {
   meshDeleteCommand,
   meshPutCommand,
 } from "./commands/items.ts";
+import { reconcileCommand } from "./commands/reconcile.ts";
 import { tablesCreateCommand } from "./commands/tables.ts";
 import { getCommand, listCommand } from "./commands/vips.ts";
 import { watchCommand } from "./commands/watch.ts";
@@ -42,12 +44,25 @@ interface CommandSpec {
   readonly once?: boolean;
   /** Takes `--mesh M`. */
   readonly mesh?: boolean;
+  /** Takes any number of positional arguments (named by `args`, e.g. ["[MESH ...]"]). */
+  readonly variadic?: boolean;
+  /** The other options it takes (e.g. "all", "dry-run"). */
+  readonly flags?: readonly (keyof Flags)[];
   readonly run: (
     ctx: CliContext,
     args: readonly string[],
     config: () => AllocatorConfig,
     mesh: string | undefined,
+    flags: Flags,
   ) => Promise<ExitCode>;
+}
+
+/** Options that only some commands take. */
+interface Flags {
+  readonly all?: boolean;
+  readonly "dry-run"?: boolean;
+  readonly "queue-url"?: string;
+  readonly redrive?: boolean;
 }
 
 const COMMANDS: readonly CommandSpec[] = [
@@ -122,6 +137,40 @@ const COMMANDS: readonly CommandSpec[] = [
     run: (ctx, _args, _config, mesh) => indexCheckCommand(ctx, mesh),
   },
   {
+    words: ["reconcile"],
+    args: ["[MESH ...|--all]"],
+    variadic: true,
+    flags: ["all", "dry-run"],
+    summary:
+      "repair sweep now: index, items and claims of the meshes (--dry-run: only report; exit 1 if any)",
+    run: (ctx, meshes, config, _mesh, flags) => {
+      if (flags.all === true && meshes.length > 0) {
+        throw new UsageError("reconcile takes MESH names or --all, not both");
+      }
+      if (flags.all !== true && meshes.length === 0) {
+        throw new UsageError(
+          "reconcile needs MESH names or --all (usage: vips reconcile [MESH ...|--all] [--dry-run])",
+        );
+      }
+      return reconcileCommand(ctx, config(), {
+        meshes: flags.all === true ? undefined : meshes,
+        dryRun: flags["dry-run"] === true,
+      });
+    },
+  },
+  {
+    words: ["failures"],
+    args: [],
+    flags: ["queue-url", "redrive"],
+    summary:
+      "list the failure destination's entries and the meshes they affect (--redrive: reconcile them, then remove them)",
+    run: (ctx, _args, config, _mesh, flags) =>
+      failuresCommand(ctx, config(), {
+        queueUrl: flags["queue-url"],
+        redrive: flags.redrive === true,
+      }),
+  },
+  {
     words: ["demo"],
     args: [],
     once: true,
@@ -138,7 +187,12 @@ const usageOf = (spec: CommandSpec): string =>
     ...spec.args,
     ...(spec.once ? ["[--once]"] : []),
     ...(spec.mesh ? ["[--mesh M]"] : []),
-  ].join(" ");
+    ...(spec.flags ?? []).map((flag) =>
+      flag === "queue-url" ? "[--queue-url URL]" : flag === "all" ? "" : `[--${flag}]`,
+    ),
+  ]
+    .filter((word) => word !== "")
+    .join(" ");
 
 export const HELP = [
   "usage: npm run --silent vips -- COMMAND [ARGS] [--endpoint URL] [--json]",
@@ -151,6 +205,10 @@ export const HELP = [
   "  --json           machine-readable output on stdout",
   "  --once           demo: exit after the summary instead of watching",
   "  --mesh M         index rebuild/check: one mesh only",
+  "  --all            reconcile: every mesh (a whole sweep cycle)",
+  "  --dry-run        reconcile: report what would be corrected, change nothing",
+  "  --queue-url URL  failures: Lambda's on-failure SQS queue (default: the local file)",
+  "  --redrive        failures: reconcile the affected meshes, then remove the entries",
   "  -h, --help       this help",
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE,",
@@ -179,7 +237,7 @@ function findCommand(positionals: readonly string[]): { spec: CommandSpec; args:
     );
   }
   const args = positionals.slice(spec.words.length);
-  if (args.length !== spec.args.length) {
+  if (spec.variadic !== true && args.length !== spec.args.length) {
     throw new UsageError(
       `${spec.words.join(" ")} takes ${spec.args.length === 0 ? "no arguments" : spec.args.join(" ")}, got ${args.length === 0 ? "none" : JSON.stringify(args.join(" "))} (usage: ${usageOf(spec)})`,
     );
@@ -218,6 +276,20 @@ export async function main(
     throw new UsageError(`--mesh applies to index commands only, not ${spec.words.join(" ")}`);
   }
   if (mesh !== undefined && mesh.trim() === "") throw new UsageError("--mesh must not be empty");
+  const flags: Flags = {
+    ...(values.all !== undefined ? { all: values.all } : {}),
+    ...(values["dry-run"] !== undefined ? { "dry-run": values["dry-run"] } : {}),
+    ...(values["queue-url"] !== undefined ? { "queue-url": values["queue-url"] } : {}),
+    ...(values.redrive !== undefined ? { redrive: values.redrive } : {}),
+  };
+  for (const flag of Object.keys(flags) as (keyof Flags)[]) {
+    if (!(spec.flags ?? []).includes(flag)) {
+      throw new UsageError(`--${flag} does not apply to ${spec.words.join(" ")}`);
+    }
+  }
+  if (flags["queue-url"] !== undefined && flags["queue-url"].trim() === "") {
+    throw new UsageError("--queue-url must not be empty");
+  }
   const json = values.json === true;
   const fromFlag = values.endpoint !== undefined;
   const endpointSource = fromFlag ? "--endpoint" : "DYNAMODB_ENDPOINT";
@@ -238,13 +310,13 @@ export async function main(
     return config;
   };
   // Settings first: a bad VIP_CIDR is reported before anything touches the tables.
-  if (spec.words[0] === "drain" || spec.words[0] === "watch" || spec.words[0] === "list") {
+  if (["drain", "watch", "list", "reconcile", "failures"].includes(spec.words[0] as string)) {
     loadSettings();
   }
   if (endpoint !== undefined) await ensureReachable(endpoint, endpointSource);
   const ctx = new CliContext(endpoint, env, json, out);
   try {
-    return await spec.run(ctx, args, loadSettings, mesh);
+    return await spec.run(ctx, args, loadSettings, mesh, flags);
   } finally {
     ctx.close();
   }
@@ -260,6 +332,10 @@ function parse(argv: readonly string[]) {
       json: { type: "boolean" },
       once: { type: "boolean" },
       mesh: { type: "string" },
+      all: { type: "boolean" },
+      "dry-run": { type: "boolean" },
+      "queue-url": { type: "string" },
+      redrive: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

@@ -1,78 +1,14 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freeLoopbackPort, type MotoServer, startMoto } from "../../functions/local/moto.ts";
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const CLI = "functions/cli/main.ts";
+import { CliRunner, type Run } from "./cli-runner.ts";
 
 let moto: MotoServer;
 let localDir: string;
-let prefixCounter = 0;
-
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** The environment of a user's shell: no endpoint, no table overrides, local state in a temp dir. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value === undefined) continue;
-    if (/^(DYNAMODB_ENDPOINT|INIT_CWD|VIP_|(MESHES|DATAPLANES|VIPS|CLAIMS)_TABLE$)/.test(key)) {
-      continue;
-    }
-    env[key] = value;
-  }
-  return { ...env, VIPS_LOCAL_DIR: localDir };
-}
-
-function spawnCli(args: readonly string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv(), ...env },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-}
-
-/** Runs the CLI as a separate process, as a user would, and collects its output. */
-function vips(
-  args: readonly string[],
-  options: { env?: Record<string, string>; input?: string } = {},
-): Promise<Run> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawnCli(args, options.env ?? {});
-    let stdout = "";
-    let stderr = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolveRun({ code, stdout, stderr }));
-    child.stdin?.end(options.input ?? "");
-  });
-}
-
-/** Table names of their own, so tests sharing the emulator never see each other's streams. */
-function freshTableEnv(): Record<string, string> {
-  prefixCounter++;
-  const prefix = `cli${prefixCounter}`;
-  return {
-    MESHES_TABLE: `${prefix}-meshes`,
-    DATAPLANES_TABLE: `${prefix}-dataplanes`,
-    VIPS_TABLE: `${prefix}-vips`,
-    CLAIMS_TABLE: `${prefix}-claims`,
-    VIP_INDEX_TABLE: `${prefix}-index`,
-  };
-}
+const cli = new CliRunner("cli", () => localDir);
+const { vips, spawnCli, freshTableEnv } = cli;
 
 beforeAll(async () => {
   moto = await startMoto();
