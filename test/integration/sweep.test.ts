@@ -1,0 +1,207 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../functions/allocator/config.ts";
+import { createDynamoClient, dynamoStores } from "../../functions/allocator/stream-handler.ts";
+import { sweep } from "../../functions/allocator/sweep.ts";
+import { VipPool } from "../../functions/domain/pool.ts";
+import type { VipItem } from "../../functions/domain/types.ts";
+import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import { toPlain } from "../../functions/store/attribute-values.ts";
+import { decodeService } from "../../functions/store/claim-items.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
+import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { dataplane } from "../fixtures/builders.ts";
+import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
+import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
+import { CliRunner } from "./cli-runner.ts";
+
+let moto: MotoServer;
+let localDir: string;
+const cli = new CliRunner("sweep", () => localDir);
+
+beforeAll(async () => {
+  moto = await startMoto();
+  localDir = mkdtempSync(join(tmpdir(), "vips-sweep-test-"));
+});
+
+afterAll(async () => {
+  await moto?.stop();
+  if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
+});
+
+const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
+
+function client(): DynamoDBClient {
+  return new DynamoDBClient({
+    endpoint: moto.endpoint,
+    region: "us-east-1",
+    credentials: CREDENTIALS,
+  });
+}
+
+interface Seed {
+  readonly meshes: string[];
+  /** Per mesh, the services its dataplanes declare. */
+  readonly expected: Map<string, string[]>;
+}
+
+/** `perMesh` dataplanes in each of `meshes` meshes, written straight to the tables (no drain). */
+async function seedTables(env: Record<string, string>, meshes: number, perMesh: number) {
+  const doc = new DocumentClient(client());
+  const seed: Seed = { meshes: [], expected: new Map() };
+  for (let m = 0; m < meshes; m++) {
+    const mesh = `mesh-${String(m).padStart(2, "0")}`;
+    seed.meshes.push(mesh);
+    await doc.put({ TableName: env.MESHES_TABLE as string, Item: { name: mesh } });
+    const services = new Set<string>();
+    const items = [];
+    for (let d = 0; d < perMesh; d++) {
+      // A few services of the mesh's own, and three shared by every mesh.
+      const own = `svc-${m}-${d % 6}`;
+      const shared = `shared-${d % 3}`;
+      services.add(own).add(shared);
+      items.push(dataplane(mesh, `dp-${d}`, [own, shared], `10.${m}.0.${d}`));
+    }
+    await doc.batchWrite(
+      env.DATAPLANES_TABLE as string,
+      items.map((item) => ({ put: item as unknown as Record<string, unknown> })),
+    );
+    seed.expected.set(mesh, [...services].sort());
+  }
+  return seed;
+}
+
+async function scan(table: string): Promise<Record<string, unknown>[]> {
+  const out: Record<string, unknown>[] = [];
+  for await (const page of paginateScan(
+    { client: client() },
+    { TableName: table, ConsistentRead: true },
+  )) {
+    for (const item of page.Items ?? []) out.push(toPlain(item) as Record<string, unknown>);
+  }
+  return out;
+}
+
+async function violations(env: Record<string, string>, seed: Seed): Promise<string[]> {
+  const items: VipItem[] = (await scan(env.VIPS_TABLE as string)).map(decodeVipItem);
+  const claims = (await scan(env.CLAIMS_TABLE as string))
+    .filter((item) => String(item.pk).startsWith("svc#"))
+    .map(decodeService);
+  return [
+    ...invariantViolations({
+      items,
+      meshes: new Set(seed.meshes),
+      pool: VipPool.parse("240.0.0.0/4"),
+      expected: seed.expected,
+    }),
+    ...leakViolations(items, claims),
+  ];
+}
+
+/** The sweep in-process on the DynamoDB adapters, counting the write requests it sends. */
+async function sweepCountingWrites(env: Record<string, string>) {
+  const config = loadConfig({ ...env, DYNAMODB_ENDPOINT: moto.endpoint, AWS_REGION: "us-east-1" });
+  const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+  const written: string[] = [];
+  raw.middlewareStack.add(
+    (next, context) => async (args) => {
+      const command = String(context.commandName);
+      if (/Put|Update|Delete|BatchWrite|TransactWrite/.test(command)) written.push(command);
+      return await next(args);
+    },
+    { step: "initialize", name: "countWrites" },
+  );
+  const result = await sweep(
+    {
+      source: new DynamoMeshSource(raw, config.tables),
+      ...dynamoStores(config, raw),
+      telemetry: new InMemoryTelemetry(),
+    },
+    {
+      pool: config.pool,
+      quarantineSeconds: config.quarantineSeconds,
+      maxAttempts: config.maxWriteAttempts,
+      now: Date.now,
+      newId: () => crypto.randomUUID(),
+      sleep: async () => {},
+      random: Math.random,
+    },
+  );
+  raw.destroy();
+  return { result, written };
+}
+
+interface ReconcileJson {
+  readonly finished: boolean;
+  readonly meshes: number;
+  readonly repairs: number;
+  readonly byKind: Record<string, number>;
+}
+
+describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () => {
+  it("gives 20 meshes of 500 dataplanes written before any stream their VIPs; a second run corrects and writes nothing", async () => {
+    // Arrange
+    const env: Record<string, string> = {
+      ...cli.freshTableEnv(),
+      DYNAMODB_ENDPOINT: moto.endpoint,
+    };
+    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
+    const seed = await seedTables(env, 20, 25);
+
+    // Act
+    const first = await cli.vips(["reconcile", "--all", "--json"], { env });
+    const second = await cli.vips(["reconcile", "--all", "--json"], { env });
+    const third = await sweepCountingWrites(env);
+
+    // Assert
+    expect(first.code, first.stderr).toBe(0);
+    const report = JSON.parse(first.stdout) as ReconcileJson;
+    expect(report).toMatchObject({ finished: true, meshes: 20 });
+    expect(report.byKind["item-missing"]).toBe(20);
+    expect(report.byKind["index-drift"]).toBe(500);
+    expect(await violations(env, seed)).toEqual([]);
+    expect(JSON.parse(second.stdout)).toMatchObject({ finished: true, meshes: 20, repairs: 0 });
+    expect(third.result.repairs).toEqual([]);
+    expect(third.written).toEqual([]);
+  });
+
+  it("repairs what a drain killed with SIGKILL in the middle of its passes left behind, and counts it", async () => {
+    // Arrange: records in the streams, and a drain that is killed once some items exist.
+    const env: Record<string, string> = {
+      ...cli.freshTableEnv(),
+      DYNAMODB_ENDPOINT: moto.endpoint,
+    };
+    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
+    const seed = await seedTables(env, 12, 20);
+    const drain = cli.spawnCli(["drain"], env);
+    const exited = new Promise((resolve) => drain.on("close", resolve));
+    let itemsAtKill = 0;
+    for (let i = 0; i < 2_000 && itemsAtKill === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      itemsAtKill = (await scan(env.VIPS_TABLE as string)).length;
+    }
+    drain.kill("SIGKILL");
+    await exited;
+
+    // Act
+    const dry = await cli.vips(["reconcile", "--all", "--dry-run", "--json"], { env });
+    const repaired = await cli.vips(["reconcile", "--all", "--json"], { env });
+    const again = await cli.vips(["reconcile", "--all", "--json"], { env });
+
+    // Assert
+    expect(itemsAtKill, "killed before the drain wrote any item").toBeGreaterThan(0);
+    expect(itemsAtKill, "the drain finished before it was killed").toBeLessThan(12);
+    expect(dry.code).toBe(1);
+    const report = JSON.parse(repaired.stdout) as ReconcileJson;
+    expect(repaired.code, repaired.stderr).toBe(0);
+    expect(report.repairs).toBeGreaterThan(0);
+    expect(report.byKind["item-missing"]).toBeGreaterThan(0);
+    expect(report.repairs).toBe(Object.values(report.byKind).reduce((a, b) => a + b, 0));
+    expect(await violations(env, seed)).toEqual([]);
+    expect(JSON.parse(again.stdout)).toMatchObject({ repairs: 0 });
+  });
+});
