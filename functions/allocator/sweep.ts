@@ -308,17 +308,16 @@ class Sweep {
         this.advance({ counterAtStart: counter, addressesInRange: 0 });
       }
       const page = await this.ports.claims.scan(after, this.pageSize);
-      let addresses = this.state.addressesInRange;
-      for (const address of page.addresses) {
-        if (this.settings.pool.canonical(address.vip) !== undefined) addresses++;
-      }
-      for (const claim of page.services) {
+      for (const item of page.items) {
         if (this.outOfTime()) return false;
-        await this.sweepClaim(claim);
+        if ("service" in item) await this.sweepClaim(item.service);
+        else if (this.settings.pool.canonical(item.address.vip) !== undefined) {
+          this.advance({ addressesInRange: this.state.addressesInRange + 1 });
+        }
+        this.advance({ after: item.key });
       }
-      const last = lastKey(page);
-      this.advance({ addressesInRange: addresses, ...(last !== undefined ? { after: last } : {}) });
-      if (page.next === undefined) {
+      if (page.next !== undefined) this.advance({ after: page.next });
+      else {
         await this.checkCounter();
         this.advance({ phase: "done", after: undefined, finishedAt: this.settings.now() });
       }
@@ -631,9 +630,4 @@ function driftDetail(found: IndexDrift): Record<string, unknown> {
     orphan: found.orphan.map((pair) => pair.service),
     staleRecord: found.staleRecord,
   };
-}
-
-/** The claims table's key of the last item of a page (the next page starts after it). */
-function lastKey(page: { readonly next: string | undefined }): string | undefined {
-  return page.next;
 }

@@ -182,10 +182,14 @@ export interface PoolCounter {
   readonly claimed: number;
 }
 
-/** One page of the claims table, by kind of item. */
+/** One item of the claims table as the sweep reads it: a service or an address claim. */
+export type ScannedClaim =
+  | { readonly key: string; readonly service: ServiceClaim }
+  | { readonly key: string; readonly address: AddressClaim };
+
+/** One page of the claims table (items of other kinds are left out, but count for `next`). */
 export interface ClaimsPage {
-  readonly services: readonly ServiceClaim[];
-  readonly addresses: readonly AddressClaim[];
+  readonly items: readonly ScannedClaim[];
   readonly next: string | undefined;
 }
 

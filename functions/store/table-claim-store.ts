@@ -31,6 +31,7 @@ import type {
   LeaveRequest,
   MembershipRequest,
   ReleaseRequest,
+  ScannedClaim,
   ServiceClaim,
   SweepState,
 } from "./ports.ts";
@@ -158,14 +159,13 @@ export class TableClaimStore implements ClaimStore {
 
   async scan(after: string | undefined, limit: number): Promise<ClaimsPage> {
     const page = await this.table.scan("claims.scan", after, limit);
-    const services: ServiceClaim[] = [];
-    const addresses: AddressClaim[] = [];
+    const items: ScannedClaim[] = [];
     for (const item of page.items) {
       const key = String(item.pk);
-      if (key.startsWith("svc#")) services.push(decodeService(item));
-      else if (key.startsWith("addr#")) addresses.push(decodeAddress(item));
+      if (key.startsWith("svc#")) items.push({ key, service: decodeService(item) });
+      else if (key.startsWith("addr#")) items.push({ key, address: decodeAddress(item) });
     }
-    return { services, addresses, next: page.next };
+    return { items, next: page.next };
   }
 
   async getSweepState(): Promise<SweepState | undefined> {

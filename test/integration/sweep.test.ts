@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { createDynamoClient, dynamoStores } from "../../functions/allocator/stream-handler.ts";
 import { sweep } from "../../functions/allocator/sweep.ts";
+import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
@@ -141,6 +142,52 @@ interface ReconcileJson {
   readonly repairs: number;
   readonly byKind: Record<string, number>;
 }
+
+describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
+  it("stops before its remaining time runs out, stores its position, and the next invocation continues the cycle", async () => {
+    // Arrange: a fake clock that moves one second per reading; each invocation has 30 s.
+    const env: Record<string, string> = {
+      ...cli.freshTableEnv(),
+      DYNAMODB_ENDPOINT: moto.endpoint,
+    };
+    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
+    const seed = await seedTables(env, 8, 3);
+    const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
+    const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+    let clock = Date.parse("2026-12-01T00:00:00Z");
+    const telemetry = new InMemoryTelemetry();
+    const handler = createSweepHandler(config, {
+      client: raw,
+      telemetry,
+      now: () => {
+        clock += 1_000;
+        return clock;
+      },
+    });
+    const context = { getRemainingTimeInMillis: () => 30_000 };
+
+    // Act
+    const summaries = [];
+    for (let i = 0; i < 30; i++) {
+      const summary = await handler({ vipAllocator: "sweep" }, context);
+      summaries.push(summary);
+      if (summary.finished) break;
+    }
+    const next = await handler({ vipAllocator: "sweep" }, context);
+    raw.destroy();
+
+    // Assert
+    expect(summaries.length).toBeGreaterThan(1);
+    expect(summaries.slice(0, -1).every((s) => s.stopped === "deadline")).toBe(true);
+    expect(new Set(summaries.map((s) => s.cycle)).size).toBe(1);
+    expect(summaries.reduce((n, s) => n + s.meshes, 0)).toBe(8);
+    expect(summaries.reduce((n, s) => n + (s.byKind["item-missing"] ?? 0), 0)).toBe(8);
+    expect(telemetry.repairs.length).toBe(summaries.reduce((n, s) => n + s.repairs, 0));
+    expect(await violations(env, seed)).toEqual([]);
+    expect(next.cycle).not.toBe(summaries[0]?.cycle);
+    expect(next.repairs).toBe(0);
+  });
+});
 
 describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () => {
   it("gives 20 meshes of 500 dataplanes written before any stream their VIPs; a second run corrects and writes nothing", async () => {
