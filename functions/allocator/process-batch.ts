@@ -5,15 +5,9 @@ import type { VipPool } from "../domain/pool.ts";
 import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
 import type { TableNames } from "../store/table-definitions.ts";
-import { AddressFinder } from "./address-finder.ts";
-import { BatchIngresses } from "./batch-ingresses.ts";
+import type { BatchIngresses } from "./batch-ingresses.ts";
 import { type DataplaneChange, updateIndex } from "./index-update.ts";
-import {
-  flushFinder,
-  type MeshOutcome,
-  type ReconcileDeps,
-  reconcileMesh,
-} from "./reconcile-mesh.ts";
+import { flushFinder, invocationDeps, type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
 import { indexView } from "./service-set-view.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
@@ -146,27 +140,8 @@ export async function processBatch(
 
   // One address finder for the whole invocation: its meshes never race each other for an
   // address, and the cursor is written once.
-  const addresses = new AddressFinder(
-    ports.claims,
-    settings.pool,
-    settings.now(),
-    settings.quarantineSeconds,
-  );
-  const deps: ReconcileDeps = {
-    addresses,
-    ingresses: new BatchIngresses(ports.source),
-    source: ports.source,
-    vipItems: ports.vipItems,
-    claims: ports.claims,
-    pool: settings.pool,
-    quarantineSeconds: settings.quarantineSeconds,
-    maxAttempts: settings.maxAttempts,
-    telemetry,
-    now: settings.now,
-    newId: settings.newId,
-    sleep: settings.sleep,
-    random: settings.random,
-  };
+  const deps = invocationDeps(ports, settings);
+  const { addresses } = deps;
   const failedSequences: string[] = [];
   let meshes = [...byMesh.keys()].sort();
   let next = 0;

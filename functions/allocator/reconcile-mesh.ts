@@ -16,7 +16,7 @@ import { emptyRecord, own, recordOf } from "../domain/records.ts";
 import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
-import type { BatchIngresses } from "./batch-ingresses.ts";
+import { BatchIngresses } from "./batch-ingresses.ts";
 import { leaveMesh } from "./claim-decisions.ts";
 import { type Asserted, leaveAll, retract } from "./memberships.ts";
 import { obtainVip } from "./obtain-vip.ts";
@@ -48,6 +48,44 @@ export interface ReconcileDeps {
    * each pass uses its own and flushes it.
    */
   readonly addresses?: AddressFinder;
+}
+
+/**
+ * The deps of the passes of one invocation (a batch, or a sweep): one address finder, so its
+ * meshes never race each other for an address, and one read of the ingresses.
+ */
+export function invocationDeps(
+  ports: {
+    readonly source: MeshSource;
+    readonly vipItems: VipItemStore;
+    readonly claims: ClaimStore;
+    readonly telemetry: Telemetry;
+  },
+  settings: Pick<
+    ReconcileDeps,
+    "pool" | "quarantineSeconds" | "maxAttempts" | "now" | "newId" | "sleep" | "random"
+  >,
+): ReconcileDeps & { readonly addresses: AddressFinder; readonly ingresses: BatchIngresses } {
+  return {
+    source: ports.source,
+    vipItems: ports.vipItems,
+    claims: ports.claims,
+    telemetry: ports.telemetry,
+    pool: settings.pool,
+    quarantineSeconds: settings.quarantineSeconds,
+    maxAttempts: settings.maxAttempts,
+    now: settings.now,
+    newId: settings.newId,
+    sleep: settings.sleep,
+    random: settings.random,
+    addresses: new AddressFinder(
+      ports.claims,
+      settings.pool,
+      settings.now(),
+      settings.quarantineSeconds,
+    ),
+    ingresses: new BatchIngresses(ports.source),
+  };
 }
 
 export type MeshAction = "created" | "updated" | "deleted" | "unchanged" | "absent";

@@ -12,12 +12,13 @@ import type {
   SweepState,
   VipItemStore,
 } from "../store/ports.ts";
-import { AddressFinder } from "./address-finder.ts";
+import type { AddressFinder } from "./address-finder.ts";
 import { BatchIngresses } from "./batch-ingresses.ts";
 import { joinMesh, leaveMesh } from "./claim-decisions.ts";
 import type { ServiceSetMode } from "./process-batch.ts";
 import {
   flushFinder,
+  invocationDeps,
   type MeshOutcome,
   type ReconcileDeps,
   reconcileMesh,
@@ -162,28 +163,10 @@ class Sweep {
     this.dry = options.dryRun === true;
     this.stored = options.stored === true && !this.dry && this.only === undefined;
     this.pageSize = options.pageSize ?? 100;
-    this.ingresses = new BatchIngresses(ports.source);
-    this.finder = new AddressFinder(
-      ports.claims,
-      settings.pool,
-      settings.now(),
-      settings.quarantineSeconds,
-    );
-    this.deps = {
-      source: ports.source,
-      vipItems: ports.vipItems,
-      claims: ports.claims,
-      pool: settings.pool,
-      quarantineSeconds: settings.quarantineSeconds,
-      maxAttempts: settings.maxAttempts,
-      telemetry: ports.telemetry,
-      now: settings.now,
-      newId: settings.newId,
-      sleep: settings.sleep,
-      random: settings.random,
-      ingresses: this.ingresses,
-      addresses: this.finder,
-    };
+    const deps = invocationDeps(ports, settings);
+    this.deps = deps;
+    this.ingresses = deps.ingresses;
+    this.finder = deps.addresses;
     this.state = this.freshState();
   }
 

@@ -132,24 +132,23 @@ export class DynamoMembershipIndex implements MembershipIndex {
 
   async servicesOf(mesh: string): Promise<string[]> {
     const services = new Set<string>();
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.doc.queryPage({
-        TableName: this.table,
-        KeyConditionExpression: "pk = :p",
-        ExpressionAttributeValues: { ":p": meshPartition(mesh) },
-        ConsistentRead: true,
-        ProjectionExpression: "sk",
-        ...(start !== undefined ? { start } : {}),
-      });
-      for (const item of page.items) services.add(serviceOfSortKey(String(item.sk)));
-      start = page.next;
-    } while (start !== undefined);
+    for await (const item of this.meshItems(mesh, "sk")) {
+      services.add(serviceOfSortKey(String(item.sk)));
+    }
     return [...services].sort(compareServices);
   }
 
   async entriesOf(mesh: string): Promise<IndexEntry[]> {
     const entries: IndexEntry[] = [];
+    for await (const item of this.meshItems(mesh)) {
+      const decoded = decodeItem(item);
+      if (decoded !== undefined && "entry" in decoded) entries.push(decoded.entry);
+    }
+    return entries;
+  }
+
+  /** Every item of a mesh's partition (its contributor entries), a Query page at a time. */
+  private async *meshItems(mesh: string, projection?: string) {
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.doc.queryPage({
@@ -157,15 +156,12 @@ export class DynamoMembershipIndex implements MembershipIndex {
         KeyConditionExpression: "pk = :p",
         ExpressionAttributeValues: { ":p": meshPartition(mesh) },
         ConsistentRead: true,
+        ...(projection !== undefined ? { ProjectionExpression: projection } : {}),
         ...(start !== undefined ? { start } : {}),
       });
-      for (const item of page.items) {
-        const decoded = decodeItem(item);
-        if (decoded !== undefined && "entry" in decoded) entries.push(decoded.entry);
-      }
+      yield* page.items;
       start = page.next;
     } while (start !== undefined);
-    return entries;
   }
 
   async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }> {

@@ -34,18 +34,18 @@ function crashableWorld(options: { cidr?: string; quarantineSeconds?: number } =
   };
 }
 
+function portsOf(world: World) {
+  return {
+    source: world.source,
+    vipItems: world.vipItems,
+    claims: world.claims,
+    index: world.index,
+    telemetry: world.telemetry,
+  };
+}
+
 function run(world: World, options: SweepOptions = {}) {
-  return sweep(
-    {
-      source: world.source,
-      vipItems: world.vipItems,
-      claims: world.claims,
-      index: world.index,
-      telemetry: world.telemetry,
-    },
-    { ...world.batchSettings(), serviceSet: "index" },
-    options,
-  );
+  return sweep(portsOf(world), { ...world.batchSettings(), serviceSet: "index" }, options);
 }
 
 function violations(world: World): string[] {
@@ -231,13 +231,7 @@ describe("the repair sweep", () => {
       return world.nowMs;
     };
     const settings = { ...world.batchSettings(), serviceSet: "index" as const, now: ticking };
-    const ports = {
-      source: world.source,
-      vipItems: world.vipItems,
-      claims: world.claims,
-      index: world.index,
-      telemetry: world.telemetry,
-    };
+    const ports = portsOf(world);
 
     // Act
     const invocations = [];
@@ -266,13 +260,7 @@ describe("the repair sweep", () => {
     // Arrange
     const { world } = crashableWorld();
     seed(world);
-    const ports = {
-      source: world.source,
-      vipItems: world.vipItems,
-      claims: world.claims,
-      index: world.index,
-      telemetry: world.telemetry,
-    };
+    const ports = portsOf(world);
     const settings = { ...world.batchSettings(), serviceSet: "index" as const };
 
     // Act
