@@ -32,6 +32,7 @@ import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixture
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
 import { CostMeter, itemSize } from "./cost-meter.ts";
+import { kubernetesDataplane as dataplane } from "./kubernetes-dataplane.ts";
 import { renderChart } from "./svg-chart.ts";
 
 const SIZES = (process.argv[2] ?? "100,1000,10000").split(",").map(Number);
@@ -44,41 +45,6 @@ const fullSingleEvents = (n: number) => (n <= 100 ? EVENTS : n <= 1000 ? 40 : 8)
 
 type Mode = (typeof MODES)[number];
 
-/**
- * A dataplane the size Kuma stores on Kubernetes (about 800 bytes as a DynamoDB item): one
- * inbound with the tags Kuma sets there, an admin port, transparent proxying, labels.
- */
-function dataplane(mesh: string, name: string, service: string, version = "v1"): DataplaneItem {
-  const tags = {
-    "kuma.io/service": service,
-    "kuma.io/protocol": "http",
-    "kuma.io/zone": "zone-1",
-    "k8s.kuma.io/namespace": "shop",
-    "k8s.kuma.io/service-name": service,
-    "k8s.kuma.io/service-port": "8080",
-    app: service,
-    "pod-template-hash": "5d8f9c7b6d",
-    version,
-  };
-  return {
-    type: "Dataplane",
-    mesh,
-    name,
-    creationTime: "2026-11-30T08:12:44Z",
-    modificationTime: "2026-11-30T08:12:44Z",
-    labels: { "k8s.kuma.io/namespace": "shop", "kuma.io/zone": "zone-1", app: service },
-    networking: {
-      address: "10.244.12.34",
-      admin: { port: 9901 },
-      inbound: [{ port: 8080, servicePort: 8080, tags }],
-      transparentProxying: {
-        redirectPortInbound: 15006,
-        redirectPortOutbound: 15001,
-        ipFamilyMode: "DualStack",
-      },
-    },
-  };
-}
 type Delivery = (typeof DELIVERIES)[number];
 
 interface Row {

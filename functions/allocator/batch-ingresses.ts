@@ -12,12 +12,16 @@ export class BatchIngresses {
   /** How many times the tables were read. */
   reads = 0;
 
-  constructor(private readonly source: MeshSource) {}
+  /** `consistent`: false for the repair sweep's detection reads. */
+  constructor(
+    private readonly source: MeshSource,
+    private readonly consistent = true,
+  ) {}
 
   async get(): Promise<SourceRead> {
     if (this.read === undefined) {
       this.reads++;
-      this.read = this.source.ingresses();
+      this.read = this.source.ingresses(this.consistent);
     }
     const { records, issues } = await this.read;
     if (this.issuesHandedOut) return { records, issues: [] };

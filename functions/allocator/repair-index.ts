@@ -30,18 +30,20 @@ interface Truth {
 /**
  * One mesh's part of the membership index against the dataplanes table (the mesh's Query and
  * the ingresses): the dataplanes whose entries in the mesh, or whose record, disagree. Reads
- * only; nothing is changed.
+ * only; nothing is changed. With `consistent` false the reads are eventually consistent (half
+ * the price): {@link repairIndexDrift} reads what was found again, strongly, before changing it.
  */
 export async function meshIndexDrift(
   mesh: string,
   source: MeshSource,
   ingresses: BatchIngresses,
   index: MembershipIndex,
+  consistent = true,
 ): Promise<{ drift: IndexDrift[]; issues: InputIssue[] }> {
   const [own, ingress, entries] = await Promise.all([
-    source.dataplanesOf(mesh),
+    source.dataplanesOf(mesh, consistent),
     ingresses.get(),
-    index.entriesOf(mesh),
+    index.entriesOf(mesh, consistent),
   ]);
   const truth = new Map<string, Truth>();
   for (const record of own.records)
@@ -62,7 +64,7 @@ export async function meshIndexDrift(
     keys.set(id, entry.dataplane);
   }
   for (const [id, { key }] of truth) keys.set(id, key);
-  const records = await index.getDataplanes([...keys.values()]);
+  const records = await index.getDataplanes([...keys.values()], consistent);
   const drift: IndexDrift[] = [];
   for (const [id, key] of keys) {
     const found = driftOf(mesh, key, truth.get(id)?.item, entered.get(id) ?? [], records.get(id));

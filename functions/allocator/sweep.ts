@@ -72,6 +72,12 @@ export interface SweepSettings {
   readonly maxAttempts: number;
   /** Where mesh passes get service sets (as the event path); default `index`. */
   readonly serviceSet?: ServiceSetMode;
+  /**
+   * How the reads that look for something to correct are made: `eventual` (half the price of a
+   * strongly consistent read; what they find is read again, strongly, before it is corrected)
+   * or `strong`. @default "eventual"
+   */
+  readonly detection?: "eventual" | "strong";
   readonly now: () => number;
   readonly newId: () => string;
   readonly sleep: (ms: number) => Promise<void>;
@@ -137,13 +143,16 @@ export async function sweep(
 
 class Sweep {
   private readonly repairs: Repair[] = [];
-  private readonly ingresses: BatchIngresses;
   private readonly finder: AddressFinder;
   private readonly deps: ReconcileDeps;
   private readonly only: ReadonlySet<string> | undefined;
   private readonly dry: boolean;
   private readonly stored: boolean;
   private readonly pageSize: number;
+  /** Strongly consistent detection reads. */
+  private readonly strong: boolean;
+  /** The ingresses as the detection reads see them (read once per invocation). */
+  private readonly detected: BatchIngresses;
   private state: SweepState;
   private storedVersion: number | undefined;
   private examined = 0;
@@ -163,9 +172,10 @@ class Sweep {
     this.dry = options.dryRun === true;
     this.stored = options.stored === true && !this.dry && this.only === undefined;
     this.pageSize = options.pageSize ?? 100;
+    this.strong = settings.detection === "strong";
+    this.detected = new BatchIngresses(ports.source, this.strong);
     const deps = invocationDeps(ports, settings);
     this.deps = deps;
-    this.ingresses = deps.ingresses;
     this.finder = deps.addresses;
     this.state = this.freshState();
   }
@@ -259,7 +269,7 @@ class Sweep {
     const { phase, after } = this.state;
     if (phase === "meshes") {
       const page = await this.meshesPage(after, (p) =>
-        this.ports.source.meshPage(p, this.pageSize),
+        this.ports.source.meshPage(p, this.pageSize, this.strong),
       );
       for (const mesh of page.items) {
         if (this.outOfTime()) return false;
@@ -273,7 +283,7 @@ class Sweep {
     }
     if (phase === "items") {
       const page = await this.meshesPage(after, (p) =>
-        this.ports.vipItems.meshPage(p, this.pageSize),
+        this.ports.vipItems.meshPage(p, this.pageSize, this.strong),
       );
       for (const mesh of page.items) {
         if (this.outOfTime()) return false;
@@ -290,7 +300,7 @@ class Sweep {
         const counter = await this.ports.claims.readCounter(this.settings.pool.cidr);
         this.advance({ counterAtStart: counter, addressesInRange: 0 });
       }
-      const page = await this.ports.claims.scan(after, this.pageSize);
+      const page = await this.ports.claims.scan(after, this.pageSize, this.strong);
       for (const item of page.items) {
         if (this.outOfTime()) return false;
         if ("service" in item) await this.sweepClaim(item.service);
@@ -362,8 +372,9 @@ class Sweep {
     const { drift, issues } = await meshIndexDrift(
       mesh,
       this.ports.source,
-      this.ingresses,
+      this.detected,
       this.ports.index,
+      this.strong,
     );
     for (const issue of issues) this.ports.telemetry.badInput(issue);
     // A dry run repairs nothing, so a dataplane contributing to several meshes (an ingress)
@@ -433,8 +444,22 @@ class Sweep {
     if (item === undefined) return;
     const listed = Object.entries(item.vips);
     if (listed.length === 0) return;
-    const claims = await this.ports.claims.getServices(listed.map(([service]) => service));
-    for (const [service, vip] of listed) {
+    const lacking = (claims: ReadonlyMap<string, ServiceClaim>) =>
+      listed.filter(([service]) => {
+        const held = claims.get(service)?.meshes.get(mesh);
+        return held === undefined || held.incarnation !== item.incarnation;
+      });
+    let suspects = lacking(
+      await this.ports.claims.getServices(
+        listed.map(([service]) => service),
+        this.strong,
+      ),
+    );
+    if (suspects.length === 0) return;
+    // Found on a detection read: read those again, strongly, before correcting anything.
+    const claims = await this.ports.claims.getServices(suspects.map(([service]) => service));
+    if (!this.strong) suspects = lacking(claims);
+    for (const [service, vip] of suspects) {
       await this.checkListed(mesh, item, service, vip, claims.get(service));
     }
   }
@@ -498,7 +523,25 @@ class Sweep {
     return this.items.get(mesh);
   }
 
-  private async sweepClaim(claim: ServiceClaim): Promise<void> {
+  /** Whether a claim, as a detection read saw it, may need a correction. */
+  private async suspicious(claim: ServiceClaim): Promise<boolean> {
+    if (claim.meshes.size === 0) return claim.releasedAt === undefined;
+    for (const [mesh, membership] of claim.meshes) {
+      if (this.only !== undefined && !this.only.has(mesh)) continue;
+      const item = await this.itemOf(mesh);
+      const listed = own(item?.vips, claim.service) !== undefined;
+      if (!listed || item?.incarnation !== membership.incarnation) return true;
+    }
+    return false;
+  }
+
+  private async sweepClaim(seen: ServiceClaim): Promise<void> {
+    if (!(await this.suspicious(seen))) return;
+    // Found on a detection read: read it again, strongly, before correcting anything.
+    const claim = this.strong
+      ? seen
+      : (await this.ports.claims.getServices([seen.service])).get(seen.service);
+    if (claim === undefined) return;
     const { service } = claim;
     if (claim.meshes.size === 0 && claim.releasedAt === undefined && this.only === undefined) {
       const released =

@@ -281,6 +281,7 @@ export class DocumentClient {
       readonly Limit?: number;
       readonly ProjectionExpression?: string;
       readonly ExpressionAttributeNames?: Record<string, string>;
+      readonly ConsistentRead?: boolean;
     } = {},
   ): Promise<{ items: PlainRecord[]; next: Record<string, AttributeValue> | undefined }> {
     const result = await this.client.send(

@@ -13,10 +13,11 @@ export class DynamoClaimTable implements ClaimTable {
     private readonly name: string,
   ) {}
 
-  async get(_operation: string, keys: readonly string[]): Promise<Item[]> {
+  async get(_operation: string, keys: readonly string[], consistent = true): Promise<Item[]> {
     return await this.doc.batchGet(
       this.name,
       keys.map((pk) => ({ pk })),
+      { consistent },
     );
   }
 
@@ -24,11 +25,12 @@ export class DynamoClaimTable implements ClaimTable {
     _operation: string,
     after: string | undefined,
     limit: number,
+    consistent = true,
   ): Promise<{ items: Item[]; next: string | undefined }> {
     const page = await this.doc.scanPage(
       this.name,
       after === undefined ? undefined : { pk: { S: after } },
-      { Limit: limit },
+      { Limit: limit, ConsistentRead: consistent },
     );
     return { items: page.items, next: page.next?.pk?.S };
   }

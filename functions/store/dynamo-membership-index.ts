@@ -32,10 +32,13 @@ export class DynamoMembershipIndex implements MembershipIndex {
     private readonly table: string,
   ) {}
 
-  async getDataplanes(keys: readonly DataplaneKey[]): Promise<Map<string, IndexedDataplane>> {
+  async getDataplanes(
+    keys: readonly DataplaneKey[],
+    consistent = true,
+  ): Promise<Map<string, IndexedDataplane>> {
     const unique = new Map(keys.map((key) => [dataplaneId(key), key]));
     const items = await this.doc.batchGet(this.table, [...unique.values()].map(recordKey), {
-      consistent: true,
+      consistent,
     });
     const records = new Map<string, IndexedDataplane>();
     for (const item of items) {
@@ -138,9 +141,9 @@ export class DynamoMembershipIndex implements MembershipIndex {
     return [...services].sort(compareServices);
   }
 
-  async entriesOf(mesh: string): Promise<IndexEntry[]> {
+  async entriesOf(mesh: string, consistent = true): Promise<IndexEntry[]> {
     const entries: IndexEntry[] = [];
-    for await (const item of this.meshItems(mesh)) {
+    for await (const item of this.meshItems(mesh, undefined, consistent)) {
       const decoded = decodeItem(item);
       if (decoded !== undefined && "entry" in decoded) entries.push(decoded.entry);
     }
@@ -148,14 +151,14 @@ export class DynamoMembershipIndex implements MembershipIndex {
   }
 
   /** Every item of a mesh's partition (its contributor entries), a Query page at a time. */
-  private async *meshItems(mesh: string, projection?: string) {
+  private async *meshItems(mesh: string, projection?: string, consistent = true) {
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.doc.queryPage({
         TableName: this.table,
         KeyConditionExpression: "pk = :p",
         ExpressionAttributeValues: { ":p": meshPartition(mesh) },
-        ConsistentRead: true,
+        ConsistentRead: consistent,
         ...(projection !== undefined ? { ProjectionExpression: projection } : {}),
         ...(start !== undefined ? { start } : {}),
       });

@@ -36,7 +36,7 @@ export class DynamoMeshSource implements MeshSource {
     return result.Item !== undefined;
   }
 
-  async dataplanesOf(mesh: string): Promise<SourceRead> {
+  async dataplanesOf(mesh: string, consistent = true): Promise<SourceRead> {
     const pages = paginateQuery(
       { client: this.client },
       {
@@ -44,20 +44,20 @@ export class DynamoMeshSource implements MeshSource {
         KeyConditionExpression: "#m = :m",
         ExpressionAttributeNames: { "#m": "mesh" },
         ExpressionAttributeValues: { ":m": { S: mesh } },
-        ConsistentRead: true,
+        ConsistentRead: consistent,
       },
     );
     return await this.collect(pages);
   }
 
-  async ingresses(): Promise<SourceRead> {
+  async ingresses(consistent = true): Promise<SourceRead> {
     const pages = paginateScan(
       { client: this.client },
       {
         TableName: this.tables.dataplanes,
         FilterExpression: "attribute_exists(#n.#i)",
         ExpressionAttributeNames: { "#n": "networking", "#i": "ingress" },
-        ConsistentRead: true,
+        ConsistentRead: consistent,
       },
     );
     return await this.collect(pages);
@@ -87,11 +87,15 @@ export class DynamoMeshSource implements MeshSource {
     for await (const page of pages) yield this.decode(page.Items ?? []);
   }
 
-  async meshPage(after: string | undefined, limit: number): Promise<Page<string>> {
+  async meshPage(
+    after: string | undefined,
+    limit: number,
+    consistent = true,
+  ): Promise<Page<string>> {
     const result = await this.client.send(
       new ScanCommand({
         TableName: this.tables.meshes,
-        ConsistentRead: true,
+        ConsistentRead: consistent,
         Limit: limit,
         ProjectionExpression: "#n",
         ExpressionAttributeNames: { "#n": "name" },

@@ -63,11 +63,20 @@ export class DynamoVipItemStore implements VipItemStore {
     }
   }
 
-  async meshPage(after: string | undefined, limit: number): Promise<Page<string>> {
+  async meshPage(
+    after: string | undefined,
+    limit: number,
+    consistent = true,
+  ): Promise<Page<string>> {
     const page = await this.doc.scanPage(
       this.table,
       after === undefined ? undefined : { mesh: { S: after } },
-      { Limit: limit, ProjectionExpression: "#m", ExpressionAttributeNames: { "#m": "mesh" } },
+      {
+        Limit: limit,
+        ProjectionExpression: "#m",
+        ExpressionAttributeNames: { "#m": "mesh" },
+        ConsistentRead: consistent,
+      },
     );
     return {
       items: page.items.flatMap((item) => (typeof item.mesh === "string" ? [item.mesh] : [])),

@@ -19,20 +19,21 @@ export interface SourceRead {
 
 /**
  * Where the allocator reads its inputs, statelessly: every call reads the tables as they are
- * now. (A batch shares one read of the ingresses: see allocator/batch-ingresses.ts.)
+ * now (strongly consistent, unless a `consistent` argument says false: the repair sweep's
+ * detection reads, whose findings are read again before anything is changed). (A batch shares one read of the ingresses: see allocator/batch-ingresses.ts.)
  */
 export interface MeshSource {
   meshExists(mesh: string): Promise<boolean>;
   /** Every dataplane item stored under `mesh`, ingresses included. */
-  dataplanesOf(mesh: string): Promise<SourceRead>;
+  dataplanesOf(mesh: string, consistent?: boolean): Promise<SourceRead>;
   /** Every ingress dataplane, whatever mesh it is stored under. */
-  ingresses(): Promise<SourceRead>;
+  ingresses(consistent?: boolean): Promise<SourceRead>;
   /** The given dataplanes as stored now (absent ones are left out). */
   dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
   /** Every dataplane of the table, a page at a time (the index builder's read; never on the event path). */
   allDataplanes(): AsyncIterable<SourceRead>;
   /** Names in the meshes table, a page at a time after `after` (the repair sweep's read). */
-  meshPage(after: string | undefined, limit: number): Promise<Page<string>>;
+  meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
 }
 
 /** What the membership index records for one dataplane: what it contributes now. */
@@ -73,7 +74,10 @@ export interface IndexWrite {
  */
 export interface MembershipIndex {
   /** The records of the given dataplanes, by dataplane id (absent: contributes nothing). */
-  getDataplanes(keys: readonly DataplaneKey[]): Promise<Map<string, IndexedDataplane>>;
+  getDataplanes(
+    keys: readonly DataplaneKey[],
+    consistent?: boolean,
+  ): Promise<Map<string, IndexedDataplane>>;
   /** Applies the writes; returns the ids of the dataplanes whose record had changed (lost). */
   write(writes: readonly IndexWrite[]): Promise<Set<string>>;
   /** Which of `services` have at least one contributor in `mesh` (strongly consistent). */
@@ -81,7 +85,7 @@ export interface MembershipIndex {
   /** Every service with a contributor in `mesh`, sorted. */
   servicesOf(mesh: string): Promise<string[]>;
   /** Every contributor entry of `mesh` (the repair sweep's read). */
-  entriesOf(mesh: string): Promise<IndexEntry[]>;
+  entriesOf(mesh: string, consistent?: boolean): Promise<IndexEntry[]>;
   /** Every entry and every dataplane record, a page at a time (builder and checks only). */
   scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }
@@ -98,7 +102,7 @@ export interface VipItemStore {
   /** Deletes the item if its version is still `expectedVersion`; else `VersionConflictError`. */
   delete(mesh: string, expectedVersion: number): Promise<void>;
   /** Meshes that have an item, a page at a time after `after` (the repair sweep's read). */
-  meshPage(after: string | undefined, limit: number): Promise<Page<string>>;
+  meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
 }
 
 /** A service's global claim: its one VIP and the meshes that use it. */
@@ -225,7 +229,11 @@ export interface SweepState {
  * a service, and each says what it found. What to make of it is decided in the allocator.
  */
 export interface ClaimStore {
-  getServices(services: readonly string[]): Promise<Map<string, ServiceClaim>>;
+  /** Strongly consistent unless `consistent` is false (the sweep's detection reads). */
+  getServices(
+    services: readonly string[],
+    consistent?: boolean,
+  ): Promise<Map<string, ServiceClaim>>;
   getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>>;
   /** How many claims have moved to another VIP, ever (renumberings after range changes). */
   getRenumberings(): Promise<number>;
@@ -247,7 +255,7 @@ export interface ClaimStore {
   /** Sets a range's claim counter if it still holds `expected`; false otherwise. */
   setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
   /** Service and address claims, a page at a time after `after` (the repair sweep's read). */
-  scan(after: string | undefined, limit: number): Promise<ClaimsPage>;
+  scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
   getSweepState(): Promise<SweepState | undefined>;
   /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
   putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean>;

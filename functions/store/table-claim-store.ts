@@ -39,7 +39,7 @@ import type {
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
 export interface ClaimTable {
   /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
-  get(operation: string, keys: readonly string[]): Promise<Item[]>;
+  get(operation: string, keys: readonly string[], consistent?: boolean): Promise<Item[]>;
   /**
    * One write (UpdateItem/PutItem/DeleteItem, returning the item after it) or several (one
    * transaction). When a condition fails nothing is written and `failed` names the writes whose
@@ -51,6 +51,7 @@ export interface ClaimTable {
     operation: string,
     after: string | undefined,
     limit: number,
+    consistent?: boolean,
   ): Promise<{ items: Item[]; next: string | undefined }>;
 }
 
@@ -69,10 +70,13 @@ export class TableClaimStore implements ClaimStore {
     private readonly newId: () => string,
   ) {}
 
-  async getServices(services: readonly string[]): Promise<Map<string, ServiceClaim>> {
+  async getServices(
+    services: readonly string[],
+    consistent = true,
+  ): Promise<Map<string, ServiceClaim>> {
     const keys = [...new Set(services)].map(serviceKey);
     const out = new Map<string, ServiceClaim>();
-    for (const item of await this.table.get("claims.getServices", keys)) {
+    for (const item of await this.table.get("claims.getServices", keys, consistent)) {
       const claim = decodeService(item);
       out.set(claim.service, claim);
     }
@@ -157,8 +161,8 @@ export class TableClaimStore implements ClaimStore {
     return outcome.ok;
   }
 
-  async scan(after: string | undefined, limit: number): Promise<ClaimsPage> {
-    const page = await this.table.scan("claims.scan", after, limit);
+  async scan(after: string | undefined, limit: number, consistent = true): Promise<ClaimsPage> {
+    const page = await this.table.scan("claims.scan", after, limit, consistent);
     const items: ScannedClaim[] = [];
     for (const item of page.items) {
       const key = String(item.pk);
