@@ -40,10 +40,11 @@ export async function meshIndexDrift(
   index: MembershipIndex,
   consistent = true,
 ): Promise<{ drift: IndexDrift[]; issues: InputIssue[] }> {
-  const [own, ingress, entries] = await Promise.all([
+  const [own, ingress, entries, stored] = await Promise.all([
     source.dataplanesOf(mesh, consistent),
     ingresses.get(),
     index.entriesOf(mesh, consistent),
+    index.recordsOf(mesh, consistent),
   ]);
   const truth = new Map<string, Truth>();
   for (const record of own.records)
@@ -64,7 +65,14 @@ export async function meshIndexDrift(
     keys.set(id, entry.dataplane);
   }
   for (const [id, { key }] of truth) keys.set(id, key);
-  const records = await index.getDataplanes([...keys.values()], consistent);
+  for (const record of stored) keys.set(dataplaneId(record.key), record.key);
+  // The mesh's own records come with its partition; others (ingresses stored elsewhere,
+  // dataplanes of other meshes with entries here) are read by key.
+  const records = new Map(stored.map((record) => [dataplaneId(record.key), record]));
+  const elsewhere = [...keys.values()].filter((key) => key.mesh !== mesh);
+  for (const [id, record] of await index.getDataplanes(elsewhere, consistent)) {
+    records.set(id, record);
+  }
   const drift: IndexDrift[] = [];
   for (const [id, key] of keys) {
     const found = driftOf(mesh, key, truth.get(id)?.item, entered.get(id) ?? [], records.get(id));

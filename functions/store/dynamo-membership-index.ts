@@ -10,6 +10,7 @@ import {
   entryKey,
   meshPartition,
   recordKey,
+  recordPartition,
   serviceOfSortKey,
   servicePrefix,
 } from "./index-items.ts";
@@ -150,14 +151,26 @@ export class DynamoMembershipIndex implements MembershipIndex {
     return entries;
   }
 
-  /** Every item of a mesh's partition (its contributor entries), a Query page at a time. */
-  private async *meshItems(mesh: string, projection?: string, consistent = true) {
+  async recordsOf(mesh: string, consistent = true): Promise<IndexedDataplane[]> {
+    const records: IndexedDataplane[] = [];
+    for await (const item of this.partition(recordPartition(mesh), undefined, consistent)) {
+      records.push(decodeRecord(item));
+    }
+    return records;
+  }
+
+  /** Every contributor entry of a mesh, a Query page at a time. */
+  private meshItems(mesh: string, projection?: string, consistent = true) {
+    return this.partition(meshPartition(mesh), projection, consistent);
+  }
+
+  private async *partition(pk: string, projection?: string, consistent = true) {
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.doc.queryPage({
         TableName: this.table,
         KeyConditionExpression: "pk = :p",
-        ExpressionAttributeValues: { ":p": meshPartition(mesh) },
+        ExpressionAttributeValues: { ":p": pk },
         ConsistentRead: consistent,
         ...(projection !== undefined ? { ProjectionExpression: projection } : {}),
         ...(start !== undefined ? { start } : {}),

@@ -4,8 +4,10 @@
  * - a contributor entry per (mesh, service, dataplane): pk `m#<mesh>`, sk `<service>#<id>`,
  *   where <id> is the dataplane's id (domain/contributions.ts). A service name never holds
  *   `#`, so `begins_with(sk, "<service>#")` finds exactly that service's contributors;
- * - a record per dataplane of what it contributes now: pk `d#<id>`, sk `-`, with `c` (a list
- *   of `{ m, s }`), `seq` (fixed-width stream sequence number) and `v` (version).
+ * - a record per dataplane of what it contributes now: pk `d#<mesh>` (the mesh it is stored
+ *   under), sk `<name>`, with `c` (a list of `{ m, s }`), `seq` (fixed-width stream sequence
+ *   number) and `v` (version). A mesh's records are one partition, so the repair sweep reads
+ *   them with a Query billed by size, not a key at a time.
  */
 import {
   type Contribution,
@@ -18,7 +20,6 @@ import type { IndexEntry, IndexedDataplane } from "./ports.ts";
 
 export const ENTRY_PREFIX = "m#";
 export const RECORD_PREFIX = "d#";
-export const RECORD_SK = "-";
 
 export function meshPartition(mesh: string): string {
   return `${ENTRY_PREFIX}${mesh}`;
@@ -35,8 +36,12 @@ export function entryKey(pair: Contribution, dataplane: DataplaneKey): PlainReco
   };
 }
 
+export function recordPartition(mesh: string): string {
+  return `${RECORD_PREFIX}${mesh}`;
+}
+
 export function recordKey(dataplane: DataplaneKey): PlainRecord {
-  return { pk: `${RECORD_PREFIX}${dataplaneId(dataplane)}`, sk: RECORD_SK };
+  return { pk: recordPartition(dataplane.mesh), sk: dataplane.name };
 }
 
 /** The service an entry's sort key names. */
@@ -68,7 +73,7 @@ export function decodeRecord(item: PlainRecord): IndexedDataplane {
   const pk = text(item.pk, "pk");
   const list = Array.isArray(item.c) ? item.c : [];
   return {
-    key: parseDataplaneId(pk.slice(RECORD_PREFIX.length)),
+    key: { mesh: pk.slice(RECORD_PREFIX.length), name: text(item.sk, "sk") },
     contributions: list.map((entry) => {
       const pair = entry as PlainRecord;
       return { mesh: text(pair.m, "c[].m"), service: text(pair.s, "c[].s") };

@@ -86,6 +86,8 @@ export interface MembershipIndex {
   servicesOf(mesh: string): Promise<string[]>;
   /** Every contributor entry of `mesh` (the repair sweep's read). */
   entriesOf(mesh: string, consistent?: boolean): Promise<IndexEntry[]>;
+  /** The records of every dataplane stored under `mesh` (the repair sweep's read). */
+  recordsOf(mesh: string, consistent?: boolean): Promise<IndexedDataplane[]>;
   /** Every entry and every dataplane record, a page at a time (builder and checks only). */
   scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }

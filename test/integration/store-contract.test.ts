@@ -20,6 +20,7 @@ import type {
   ClaimStore,
   MembershipIndex,
   ServiceClaim,
+  SweepState,
   VipItemStore,
 } from "../../functions/store/ports.ts";
 import {
@@ -428,6 +429,76 @@ describe.each(IMPLEMENTATIONS)("ClaimStore contract: %s", (_name, make) => {
     expect(await claims.readCursor("10.0.0.0/30")).toBe(0n);
     expect(await claims.readCursor("10.0.0.0/29")).toBe(0n);
   });
+
+  it("sets a range's claim counter only from the value it expects", async () => {
+    // Arrange
+    const { claims } = await make();
+    const fresh = await claims.readCounter("10.0.0.0/30");
+
+    // Act
+    const fromZero = await claims.setCounter("10.0.0.0/30", 0, 4);
+    const stale = await claims.setCounter("10.0.0.0/30", 0, 9);
+    const fromFour = await claims.setCounter("10.0.0.0/30", 4, 3);
+
+    // Assert
+    expect(fresh).toBe(0);
+    expect([fromZero, stale, fromFour]).toEqual([true, false, true]);
+    expect(await claims.readCounter("10.0.0.0/30")).toBe(3);
+    expect(await claims.advanceCursor("10.0.0.0/30", 1n, 1)).toBe(4);
+  });
+
+  it("scans service and address claims a page at a time, resuming after any key", async () => {
+    // Arrange
+    const { claims } = await make();
+    await claimNew(claims, "constructor", at("10.0.0.0", 0), "m", 1, 0);
+    await claimNew(claims, "web", at("10.0.0.1", 1), "m", 1, 0);
+    await claims.advanceCursor("10.0.0.0/30", 2n, 2);
+
+    // Act
+    const seen: string[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    do {
+      const page = await claims.scan(after, 2, pages % 2 === 0);
+      for (const item of page.items) {
+        seen.push("service" in item ? `svc ${item.service.service}` : `addr ${item.address.vip}`);
+      }
+      after = page.next;
+      pages++;
+    } while (after !== undefined && pages < 20);
+    const first = await claims.scan(undefined, 10);
+    const resumed = await claims.scan(first.items[0]?.key, 10);
+
+    // Assert
+    expect(seen.sort()).toEqual(["addr 10.0.0.0", "addr 10.0.0.1", "svc constructor", "svc web"]);
+    expect(resumed.items.map((item) => item.key)).toEqual(first.items.slice(1).map((i) => i.key));
+  });
+
+  it("keeps the sweep's position, written only over the version it expects", async () => {
+    // Arrange
+    const { claims } = await make();
+    const state: SweepState = {
+      cycle: "c1",
+      startedAt: 5,
+      phase: "claims",
+      after: "svc#__proto__",
+      meshes: 3,
+      repairs: 1,
+      addressesInRange: 2,
+      counterAtStart: 7,
+      version: 1,
+    };
+
+    // Act
+    const created = await claims.putSweepState(state, undefined);
+    const duplicate = await claims.putSweepState(state, undefined);
+    const advanced = await claims.putSweepState({ ...state, phase: "done", version: 2 }, 1);
+    const stale = await claims.putSweepState({ ...state, version: 2 }, 1);
+
+    // Assert
+    expect([created, duplicate, advanced, stale]).toEqual([true, false, true, false]);
+    expect(await claims.getSweepState()).toEqual({ ...state, phase: "done", version: 2 });
+  });
 });
 
 describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => {
@@ -491,6 +562,14 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
       dataplanes += page.dataplanes.length;
     }
     expect({ entries, dataplanes }).toEqual({ entries: 3, dataplanes: 2 });
+    expect((await index.recordsOf("a", false)).map((r) => r.key)).toEqual([dp1]);
+    expect((await index.recordsOf("b")).map((r) => r.key)).toEqual([dp2]);
+    expect((await index.recordsOf("constructor")).length).toBe(0);
+    const entriesOfA = await index.entriesOf("a", false);
+    expect(
+      entriesOfA.map((e) => `${e.service} ${e.dataplane.mesh}/${e.dataplane.name}`).sort(),
+    ).toEqual(["constructor a/dp-1", "web a/dp-1", "web b/__proto__"]);
+    expect(await index.entriesOf("b")).toEqual([]);
   });
 
   it("writes a record only at the version it expects, and deletes one that contributes nothing", async () => {
