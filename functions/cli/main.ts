@@ -10,6 +10,7 @@ import { type AllocatorConfig, loadConfig } from "../allocator/config.ts";
 import { isAllocatorError } from "../domain/errors.ts";
 import { StreamPollerError } from "../local/poller.ts";
 import { demoCommand } from "./commands/demo.ts";
+import { type DnsFlags, dnsCommand, resolveCommand } from "./commands/dns.ts";
 import { drainCommand } from "./commands/drain.ts";
 import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
 import {
@@ -42,13 +43,25 @@ interface CommandSpec {
   readonly once?: boolean;
   /** Takes `--mesh M`. */
   readonly mesh?: boolean;
+  /** The DNS options it takes (`dns`, `resolve`). */
+  readonly dns?: readonly (keyof DnsFlags)[];
   readonly run: (
     ctx: CliContext,
     args: readonly string[],
     config: () => AllocatorConfig,
     mesh: string | undefined,
+    dns: DnsFlags,
   ) => Promise<ExitCode>;
 }
+
+const DNS_USAGE: Record<keyof DnsFlags, string> = {
+  port: "[--port 5353]",
+  host: "[--host 127.0.0.1]",
+  domain: "[--domain mesh]",
+  ttl: "[--ttl 30]",
+  interval: "[--interval 5]",
+  force: "[--force]",
+};
 
 const COMMANDS: readonly CommandSpec[] = [
   {
@@ -122,6 +135,20 @@ const COMMANDS: readonly CommandSpec[] = [
     run: (ctx, _args, _config, mesh) => indexCheckCommand(ctx, mesh),
   },
   {
+    words: ["dns"],
+    args: [],
+    dns: ["port", "host", "domain", "ttl", "interval", "force"],
+    summary: "serve A/AAAA/PTR for the VIPs over UDP and TCP from a snapshot (Ctrl-C stops)",
+    run: (ctx, _args, config, _mesh, dns) => dnsCommand(ctx, config(), dns),
+  },
+  {
+    words: ["resolve"],
+    args: ["NAME"],
+    dns: ["domain", "ttl"],
+    summary: "what the DNS responder would answer for NAME (a name or a VIP); exit 1 if none",
+    run: (ctx, [name], config, _mesh, dns) => resolveCommand(ctx, config(), name as string, dns),
+  },
+  {
     words: ["demo"],
     args: [],
     once: true,
@@ -138,6 +165,7 @@ const usageOf = (spec: CommandSpec): string =>
     ...spec.args,
     ...(spec.once ? ["[--once]"] : []),
     ...(spec.mesh ? ["[--mesh M]"] : []),
+    ...(spec.dns ?? []).map((flag) => DNS_USAGE[flag]),
   ].join(" ");
 
 export const HELP = [
@@ -151,6 +179,11 @@ export const HELP = [
   "  --json           machine-readable output on stdout",
   "  --once           demo: exit after the summary instead of watching",
   "  --mesh M         index rebuild/check: one mesh only",
+  "  --port, --host   dns: where to listen (default 127.0.0.1:5353, UDP and TCP)",
+  "  --domain D       dns, resolve: the zone served (default mesh)",
+  "  --ttl S          dns, resolve: TTL of answers (default 30; TTL + interval <= quarantine)",
+  "  --interval S     dns: seconds between version probes of the vips table (default 5)",
+  "  --force          dns: start even when TTL + interval exceed VIP_QUARANTINE_SECONDS",
   "  -h, --help       this help",
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE,",
@@ -218,6 +251,16 @@ export async function main(
     throw new UsageError(`--mesh applies to index commands only, not ${spec.words.join(" ")}`);
   }
   if (mesh !== undefined && mesh.trim() === "") throw new UsageError("--mesh must not be empty");
+  const dns: DnsFlags = {};
+  for (const flag of Object.keys(DNS_USAGE) as (keyof DnsFlags)[]) {
+    const value = values[flag];
+    if (value === undefined) continue;
+    if (!(spec.dns ?? []).includes(flag)) {
+      const owners = flag === "domain" || flag === "ttl" ? "dns and resolve" : "dns";
+      throw new UsageError(`--${flag} applies to ${owners} only, not ${spec.words.join(" ")}`);
+    }
+    (dns as Record<string, unknown>)[flag] = value;
+  }
   const json = values.json === true;
   const fromFlag = values.endpoint !== undefined;
   const endpointSource = fromFlag ? "--endpoint" : "DYNAMODB_ENDPOINT";
@@ -238,13 +281,13 @@ export async function main(
     return config;
   };
   // Settings first: a bad VIP_CIDR is reported before anything touches the tables.
-  if (spec.words[0] === "drain" || spec.words[0] === "watch" || spec.words[0] === "list") {
+  if (["drain", "watch", "list", "dns", "resolve"].includes(spec.words[0] as string)) {
     loadSettings();
   }
   if (endpoint !== undefined) await ensureReachable(endpoint, endpointSource);
   const ctx = new CliContext(endpoint, env, json, out);
   try {
-    return await spec.run(ctx, args, loadSettings, mesh);
+    return await spec.run(ctx, args, loadSettings, mesh, dns);
   } finally {
     ctx.close();
   }
@@ -260,6 +303,12 @@ function parse(argv: readonly string[]) {
       json: { type: "boolean" },
       once: { type: "boolean" },
       mesh: { type: "string" },
+      port: { type: "string" },
+      host: { type: "string" },
+      domain: { type: "string" },
+      ttl: { type: "string" },
+      interval: { type: "string" },
+      force: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

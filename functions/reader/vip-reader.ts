@@ -65,6 +65,8 @@ export interface RefreshStats {
 export interface WatchOptions {
   /** Time between the end of one refresh and the start of the next. @default 5000 */
   readonly intervalMs?: number;
+  /** Refresh at once (true), or first after one interval. @default true */
+  readonly immediate?: boolean;
   /** A failed refresh (the snapshot is kept; the next one runs as planned). @default stderr */
   readonly onError?: (error: VipReaderError) => void;
 }
@@ -164,7 +166,7 @@ export class VipReader {
 
   /**
    * Refreshes every `intervalMs` and calls `onChange` after each refresh that changed
-   * something. The first refresh runs at once.
+   * something. The first refresh runs at once unless `immediate: false`.
    */
   watch(
     onChange: (diff: SnapshotDiff, snapshot: VipSnapshot) => void | Promise<void>,
@@ -190,7 +192,8 @@ export class VipReader {
         if (!stopped) timer = setTimeout(tick, interval);
       })();
     };
-    tick();
+    if (options.immediate === false) timer = setTimeout(tick, interval);
+    else tick();
     return {
       stop: async () => {
         stopped = true;
