@@ -1,13 +1,21 @@
 import { createSocket } from "node:dgram";
 import { Resolver } from "node:dns/promises";
 import { connect } from "node:net";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DescribeTableCommand, DynamoDBClient, UpdateTableCommand } from "@aws-sdk/client-dynamodb";
+import {
+  DescribeStreamCommand,
+  DynamoDBStreamsClient,
+  GetRecordsCommand,
+  GetShardIteratorCommand,
+  type _Record as StreamRecord,
+} from "@aws-sdk/client-dynamodb-streams";
 import dnsPacket from "dns-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordOf } from "../../functions/domain/records.ts";
 import type { MotoServer } from "../../functions/local/moto.ts";
 import {
   DnsResponder,
+  diffStreamRecord,
   type MalformedItem,
   NameTable,
   type SnapshotDiff,
@@ -269,6 +277,85 @@ describe("VipReader on moto_server", () => {
       }),
     ]);
     client.destroy();
+  });
+});
+
+/** Every record of a table's stream so far, from the start (moto: one shard per table). */
+async function streamRecords(client: DynamoDBClient, table: string): Promise<StreamRecord[]> {
+  const described = await client.send(new DescribeTableCommand({ TableName: table }));
+  const StreamArn = described.Table?.LatestStreamArn as string;
+  const streams = new DynamoDBStreamsClient({
+    endpoint: moto.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  });
+  try {
+    const stream = await streams.send(new DescribeStreamCommand({ StreamArn }));
+    const records: StreamRecord[] = [];
+    for (const shard of stream.StreamDescription?.Shards ?? []) {
+      let iterator = (
+        await streams.send(
+          new GetShardIteratorCommand({
+            StreamArn,
+            ShardId: shard.ShardId as string,
+            ShardIteratorType: "TRIM_HORIZON",
+          }),
+        )
+      ).ShardIterator;
+      while (iterator !== undefined) {
+        const page = await streams.send(new GetRecordsCommand({ ShardIterator: iterator }));
+        records.push(...(page.Records ?? []));
+        if ((page.Records ?? []).length === 0) break;
+        iterator = page.NextShardIterator;
+      }
+    }
+    return records;
+  } finally {
+    streams.destroy();
+  }
+}
+
+describe("the change feed on moto_server", () => {
+  it("diffs the records of a vips stream written by the allocator, and of a format-2 item", async () => {
+    const own = await createWorld(moto);
+    try {
+      // What `vipsStream: true` does to the table in AWS.
+      await own.client.send(
+        new UpdateTableCommand({
+          TableName: own.tables.vips,
+          StreamSpecification: { StreamEnabled: true, StreamViewType: "NEW_AND_OLD_IMAGES" },
+        }),
+      );
+      await own.putMesh("shop");
+      await own.putDataplane(dataplane("shop", "web-1", ["web", "constructor"]));
+      await own.drain();
+      await own.deleteDataplane("shop", "web-1");
+      await own.drain();
+      const doc = new DocumentClient(own.client);
+      await doc.put({ TableName: own.tables.vips, Item: bigItem("big", 3000, 1) });
+      await doc.put({ TableName: own.tables.vips, Item: bigItem("big", 2999, 2) });
+      await doc.delete({ TableName: own.tables.vips, Key: { mesh: "big" } });
+
+      const records = await streamRecords(own.client, own.tables.vips);
+      const diffs = records
+        .map((record) => diffStreamRecord(record))
+        .filter((d) => d !== undefined);
+
+      const shop = diffs.filter((d) => d.mesh === "shop");
+      const added = shop.flatMap((d) => d.added.map((e) => e.service)).sort();
+      const removed = shop.flatMap((d) => d.removed.map((e) => e.service)).sort();
+      expect(added).toEqual(["constructor", "web"]);
+      expect(removed).toEqual(["constructor", "web"]);
+      const big = diffs.filter((d) => d.mesh === "big");
+      expect(big.map((d) => [d.change, d.added.length, d.removed.length])).toEqual([
+        ["added", 3000, 0],
+        ["changed", 0, 1],
+        ["removed", 0, 2999],
+      ]);
+      expect(big[1]?.removed).toEqual([{ service: "svc-2999_ns_svc_8080", vip: "240.1.11.183" }]);
+    } finally {
+      own.close();
+    }
   });
 });
 
