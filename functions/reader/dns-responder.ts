@@ -110,6 +110,8 @@ export interface DnsResponderOptions {
 const TCP_IDLE_MS = 30_000;
 /** A TCP client that sends more than this without a full message is cut off. */
 const TCP_MAX_BUFFER = 64 * 1024;
+/** Open TCP connections at most; more are refused by the OS backlog. */
+const TCP_MAX_CONNECTIONS = 1024;
 
 export class DnsResponder {
   private table: NameTable;
@@ -201,6 +203,7 @@ export class DnsResponder {
   private listenTcp(port: number): Promise<Server> {
     return new Promise((resolve, reject) => {
       const server = createServer((socket) => this.onTcp(socket));
+      server.maxConnections = TCP_MAX_CONNECTIONS;
       server.once("error", reject);
       server.listen(port, this.host, () => {
         server.off("error", reject);

@@ -13,7 +13,9 @@ export type VipReaderErrorCode =
   /** Any other DynamoDB or network failure. */
   | "DYNAMODB_ERROR"
   /** A stream image or item that is not a VIP item (only thrown by the pure decoders). */
-  | "MALFORMED_ITEM";
+  | "MALFORMED_ITEM"
+  /** `watch`'s onChange callback threw (reported to onError; watching goes on). */
+  | "LISTENER_ERROR";
 
 const RETRYABLE: ReadonlySet<VipReaderErrorCode> = new Set(["THROTTLED", "DYNAMODB_ERROR"]);
 

@@ -181,13 +181,25 @@ export class VipReader {
     let running: Promise<void> = Promise.resolve();
     const tick = (): void => {
       running = (async () => {
+        let diff: SnapshotDiff | undefined;
         try {
-          const diff = await this.refresh();
-          if (!isEmptyDiff(diff) && !stopped) await onChange(diff, this.current);
+          diff = await this.refresh();
         } catch (error) {
           onError(
             error instanceof VipReaderError ? error : readerErrorOf(error, this.table, "refresh"),
           );
+        }
+        if (diff !== undefined && !isEmptyDiff(diff) && !stopped) {
+          try {
+            await onChange(diff, this.current);
+          } catch (error) {
+            const detail = error instanceof Error ? error.message : String(error);
+            onError(
+              new VipReaderError("LISTENER_ERROR", `watch callback failed: ${detail}`, {
+                cause: error,
+              }),
+            );
+          }
         }
         if (!stopped) timer = setTimeout(tick, interval);
       })();

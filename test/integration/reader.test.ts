@@ -248,33 +248,51 @@ describe("VipReader on moto_server", () => {
     client.destroy();
   });
 
-  it("watch calls back with what changed", async () => {
+  it("watch calls back with what changed; a failing callback is reported and watching goes on", async () => {
     const { client } = recordingClient();
     const reader = new VipReader({ client, table: world.tables.vips });
     await reader.refresh();
     const seen: SnapshotDiff[] = [];
     const errors: VipReaderError[] = [];
-    const handle = reader.watch((diff) => void seen.push(diff), {
-      intervalMs: 50,
-      immediate: false,
-      onError: (error) => void errors.push(error),
-    });
+    const handle = reader.watch(
+      (diff) => {
+        seen.push(diff);
+        if (seen.length === 1) throw new Error("listener broke");
+      },
+      { intervalMs: 50, immediate: false, onError: (error) => void errors.push(error) },
+    );
+    const until = async (count: number): Promise<void> => {
+      const deadline = Date.now() + 30_000;
+      while (seen.length < count && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
     try {
       await world.putDataplane(dataplane("payments", "cart-1", ["cart"]));
       await world.drain();
-      const deadline = Date.now() + 30_000;
-      while (seen.length === 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await until(1);
+      await world.deleteDataplane("payments", "cart-1");
+      await world.drain();
+      await until(2);
     } finally {
       await handle.stop();
     }
-    expect(errors).toEqual([]);
-    expect(seen[0]?.meshes).toEqual([
-      expect.objectContaining({
-        mesh: "payments",
-        added: [expect.objectContaining({ service: "cart" })],
-      }),
+    expect(errors.map((error) => [error.code, error.message])).toEqual([
+      ["LISTENER_ERROR", "watch callback failed: listener broke"],
+    ]);
+    expect(seen.map((diff) => diff.meshes)).toEqual([
+      [
+        expect.objectContaining({
+          mesh: "payments",
+          added: [expect.objectContaining({ service: "cart" })],
+        }),
+      ],
+      [
+        expect.objectContaining({
+          mesh: "payments",
+          removed: [expect.objectContaining({ service: "cart" })],
+        }),
+      ],
     ]);
     client.destroy();
   });

@@ -1,10 +1,9 @@
-import ipaddr from "ipaddr.js";
 import type { AllocatorConfig } from "../../allocator/config.ts";
 import { summarizeDiff } from "../../reader/diff.ts";
 import { NameTable, normalizeDomain, reverseName } from "../../reader/dns-names.ts";
 import { DnsResponder } from "../../reader/dns-responder.ts";
 import { VipReaderError } from "../../reader/errors.ts";
-import type { MalformedItem } from "../../reader/snapshot.ts";
+import { canonicalVip, type MalformedItem } from "../../reader/snapshot.ts";
 import { VipReader } from "../../reader/vip-reader.ts";
 import type { CliContext, Output } from "../context.ts";
 import { CommandFailedError, type ExitCode, UsageError } from "../errors.ts";
@@ -206,15 +205,16 @@ export async function resolveCommand(
   await reader.refresh().catch(failed);
   const table = new NameTable(reader.snapshot, { domain, ranges: [config.pool.cidr] });
   const bare = name.replace(/\.$/, "");
-  const isAddress = ipaddr.isValid(bare) && (bare.includes(":") || /^[\d.]+$/.test(bare));
-  const questions: Array<[string, string]> = isAddress
-    ? [[reverseName(bare), "PTR"]]
-    : bare.toLowerCase().endsWith(".arpa")
-      ? [[bare, "PTR"]]
-      : [
-          [bare, "A"],
-          [bare, "AAAA"],
-        ];
+  const address = canonicalVip(bare);
+  const questions: Array<[string, string]> =
+    address !== undefined
+      ? [[reverseName(address), "PTR"]]
+      : bare.toLowerCase().endsWith(".arpa")
+        ? [[bare, "PTR"]]
+        : [
+            [bare, "A"],
+            [bare, "AAAA"],
+          ];
   const results = questions.map(([qname, type]) => ({ type, ...table.resolve(qname, type) }));
   const status = results[0]?.status ?? "NXDOMAIN";
   const answers = results.flatMap((result) => result.answers.map((a) => ({ ...a, ttl })));
