@@ -116,6 +116,14 @@ export interface VipAllocatorProps {
    * @default Duration.seconds(60)
    */
   readonly timeout?: Duration;
+  /**
+   * A change feed for downstream readers: a stream (`NEW_AND_OLD_IMAGES`) on the `vips` table.
+   * Grant a consumer with `grantVipsStreamRead`; `diffStreamRecord` (the reader package) turns a
+   * record into what changed. The allocator itself does not read it.
+   *
+   * @default false (no stream on the vips table)
+   */
+  readonly vipsStream?: boolean;
 }
 
 /** A prop that fails synth-time validation. Names the prop, the value and the bound. */

@@ -94,11 +94,14 @@ export class VipAllocator extends Construct {
   readonly dashboard: Dashboard;
   /** The validated, canonical VIP range the function is configured with. */
   readonly vipCidr: string;
+  /** Whether the vips table has a stream (the prop `vipsStream`). */
+  readonly vipsStream: boolean;
 
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
     const resolved = validateProps(props, this.node.path);
     this.vipCidr = resolved.vipCidr;
+    this.vipsStream = props.vipsStream === true;
 
     const tableOptions = {
       removalPolicy: resolved.removalPolicy,
@@ -111,7 +114,11 @@ export class VipAllocator extends Construct {
     this.dataplanesTable = props.existingDataplanesTable
       ? this.importInputTable(DATAPLANES_TABLE, props.existingDataplanesTable)
       : this.createTable(DATAPLANES_TABLE, props.tableNames?.dataplanes, tableOptions);
-    this.vipsTable = this.createTable(VIPS_TABLE, props.tableNames?.vips, tableOptions);
+    this.vipsTable = this.createTable(
+      this.vipsStream ? { ...VIPS_TABLE, stream: "NEW_AND_OLD_IMAGES" } : VIPS_TABLE,
+      props.tableNames?.vips,
+      tableOptions,
+    );
     this.claimsTable = this.createTable(CLAIMS_TABLE, props.tableNames?.claims, tableOptions);
     this.indexTable = this.createTable(INDEX_TABLE, props.tableNames?.index, tableOptions);
 
@@ -193,6 +200,19 @@ export class VipAllocator extends Construct {
    */
   grantRead(grantee: IGrantable): Grant {
     return this.vipsTable.grants.readData(grantee);
+  }
+
+  /**
+   * Lets a downstream consumer read the `vips` table's change feed (DescribeStream, GetRecords,
+   * GetShardIterator, ListStreams). Needs the prop `vipsStream: true`.
+   */
+  grantVipsStreamRead(grantee: IGrantable): Grant {
+    if (!this.vipsStream) {
+      throw new Error(
+        `VipAllocator at '${this.node.path}': the vips table has no stream; set vipsStream: true`,
+      );
+    }
+    return this.vipsTable.grantStreamRead(grantee);
   }
 
   private createTable(

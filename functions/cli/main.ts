@@ -10,6 +10,7 @@ import { type AllocatorConfig, loadConfig } from "../allocator/config.ts";
 import { isAllocatorError } from "../domain/errors.ts";
 import { StreamPollerError } from "../local/poller.ts";
 import { demoCommand } from "./commands/demo.ts";
+import { type DnsFlags, dnsCommand, resolveCommand } from "./commands/dns.ts";
 import { drainCommand } from "./commands/drain.ts";
 import { failuresCommand } from "./commands/failures.ts";
 import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
@@ -44,9 +45,9 @@ interface CommandSpec {
   readonly once?: boolean;
   /** Takes `--mesh M`. */
   readonly mesh?: boolean;
-  /** Takes any number of positional arguments (named by `args`, e.g. ["[MESH ...]"]). */
+  /** Takes any number of positional arguments (named by `args`, e.g. ["[MESH ...|--all]"]). */
   readonly variadic?: boolean;
-  /** The other options it takes (e.g. "all", "dry-run"). */
+  /** The other options it takes (e.g. "all", "dry-run", the DNS options). */
   readonly flags?: readonly (keyof Flags)[];
   readonly run: (
     ctx: CliContext,
@@ -58,12 +59,26 @@ interface CommandSpec {
 }
 
 /** Options that only some commands take. */
-interface Flags {
+interface Flags extends DnsFlags {
   readonly all?: boolean;
   readonly "dry-run"?: boolean;
   readonly "queue-url"?: string;
   readonly redrive?: boolean;
 }
+
+/** How each option shows in a command's usage line ("" = named by the arguments already). */
+const FLAG_USAGE: Record<keyof Flags, string> = {
+  all: "",
+  "dry-run": "[--dry-run]",
+  "queue-url": "[--queue-url URL]",
+  redrive: "[--redrive]",
+  port: "[--port 5353]",
+  host: "[--host 127.0.0.1]",
+  domain: "[--domain mesh]",
+  ttl: "[--ttl 30]",
+  interval: "[--interval 5]",
+  force: "[--force]",
+};
 
 const COMMANDS: readonly CommandSpec[] = [
   {
@@ -171,6 +186,21 @@ const COMMANDS: readonly CommandSpec[] = [
       }),
   },
   {
+    words: ["dns"],
+    args: [],
+    flags: ["port", "host", "domain", "ttl", "interval", "force"],
+    summary: "serve A/AAAA/PTR for the VIPs over UDP and TCP from a snapshot (Ctrl-C stops)",
+    run: (ctx, _args, config, _mesh, flags) => dnsCommand(ctx, config(), flags),
+  },
+  {
+    words: ["resolve"],
+    args: ["NAME"],
+    flags: ["domain", "ttl"],
+    summary: "what the DNS responder would answer for NAME (a name or a VIP); exit 1 if none",
+    run: (ctx, [name], config, _mesh, flags) =>
+      resolveCommand(ctx, config(), name as string, flags),
+  },
+  {
     words: ["demo"],
     args: [],
     once: true,
@@ -187,9 +217,7 @@ const usageOf = (spec: CommandSpec): string =>
     ...spec.args,
     ...(spec.once ? ["[--once]"] : []),
     ...(spec.mesh ? ["[--mesh M]"] : []),
-    ...(spec.flags ?? []).map((flag) =>
-      flag === "queue-url" ? "[--queue-url URL]" : flag === "all" ? "" : `[--${flag}]`,
-    ),
+    ...(spec.flags ?? []).map((flag) => FLAG_USAGE[flag]),
   ]
     .filter((word) => word !== "")
     .join(" ");
@@ -209,6 +237,11 @@ export const HELP = [
   "  --dry-run        reconcile: report what would be corrected, change nothing",
   "  --queue-url URL  failures: Lambda's on-failure SQS queue (default: the local file)",
   "  --redrive        failures: reconcile the affected meshes, then remove the entries",
+  "  --port, --host   dns: where to listen (default 127.0.0.1:5353, UDP and TCP)",
+  "  --domain D       dns, resolve: the zone served (default mesh)",
+  "  --ttl S          dns, resolve: TTL of answers (default 30; TTL + interval <= quarantine)",
+  "  --interval S     dns: seconds between version probes of the vips table (default 5)",
+  "  --force          dns: start even when TTL + interval exceed VIP_QUARANTINE_SECONDS",
   "  -h, --help       this help",
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE,",
@@ -276,18 +309,19 @@ export async function main(
     throw new UsageError(`--mesh applies to index commands only, not ${spec.words.join(" ")}`);
   }
   if (mesh !== undefined && mesh.trim() === "") throw new UsageError("--mesh must not be empty");
-  const flags: Flags = {
-    ...(values.all !== undefined ? { all: values.all } : {}),
-    ...(values["dry-run"] !== undefined ? { "dry-run": values["dry-run"] } : {}),
-    ...(values["queue-url"] !== undefined ? { "queue-url": values["queue-url"] } : {}),
-    ...(values.redrive !== undefined ? { redrive: values.redrive } : {}),
-  };
-  for (const flag of Object.keys(flags) as (keyof Flags)[]) {
+  const flags: Record<string, unknown> = {};
+  for (const flag of Object.keys(FLAG_USAGE) as (keyof Flags)[]) {
+    const value = values[flag];
+    if (value === undefined) continue;
     if (!(spec.flags ?? []).includes(flag)) {
-      throw new UsageError(`--${flag} does not apply to ${spec.words.join(" ")}`);
+      const owners = COMMANDS.filter((c) => c.flags?.includes(flag)).map((c) => c.words.join(" "));
+      throw new UsageError(
+        `--${flag} applies to ${owners.join(" and ")} only, not ${spec.words.join(" ")}`,
+      );
     }
+    flags[flag] = value;
   }
-  if (flags["queue-url"] !== undefined && flags["queue-url"].trim() === "") {
+  if (typeof flags["queue-url"] === "string" && flags["queue-url"].trim() === "") {
     throw new UsageError("--queue-url must not be empty");
   }
   const json = values.json === true;
@@ -310,13 +344,17 @@ export async function main(
     return config;
   };
   // Settings first: a bad VIP_CIDR is reported before anything touches the tables.
-  if (["drain", "watch", "list", "reconcile", "failures"].includes(spec.words[0] as string)) {
+  if (
+    ["drain", "watch", "list", "reconcile", "failures", "dns", "resolve"].includes(
+      spec.words[0] as string,
+    )
+  ) {
     loadSettings();
   }
   if (endpoint !== undefined) await ensureReachable(endpoint, endpointSource);
   const ctx = new CliContext(endpoint, env, json, out);
   try {
-    return await spec.run(ctx, args, loadSettings, mesh, flags);
+    return await spec.run(ctx, args, loadSettings, mesh, flags as Flags);
   } finally {
     ctx.close();
   }
@@ -336,6 +374,12 @@ function parse(argv: readonly string[]) {
       "dry-run": { type: "boolean" },
       "queue-url": { type: "string" },
       redrive: { type: "boolean" },
+      port: { type: "string" },
+      host: { type: "string" },
+      domain: { type: "string" },
+      ttl: { type: "string" },
+      interval: { type: "string" },
+      force: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });

@@ -1,3 +1,4 @@
+import { Resolver } from "node:dns/promises";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,30 @@ let moto: MotoServer;
 let localDir: string;
 const cli = new CliRunner("cli", () => localDir);
 const { vips, spawnCli, freshTableEnv } = cli;
+
+/** A long-running CLI process (watch, dns, demo) whose output is collected as it comes. */
+function background(args: readonly string[], env: Record<string, string> = {}) {
+  const child = spawnCli(args, env);
+  const output = { stdout: "", stderr: "" };
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output.stdout += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output.stderr += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolveExit) => child.on("close", resolveExit));
+  /** The first match of `pattern` in the output so far, waiting up to 60 s for it. */
+  const waitFor = async (pattern: RegExp): Promise<RegExpExecArray | null> => {
+    const deadline = Date.now() + 60_000;
+    let match = pattern.exec(output.stdout + output.stderr);
+    while (match === null && Date.now() < deadline) {
+      await new Promise((resolveWait) => setTimeout(resolveWait, 100));
+      match = pattern.exec(output.stdout + output.stderr);
+    }
+    return match;
+  };
+  return { child, output, exited, waitFor };
+}
 
 beforeAll(async () => {
   moto = await startMoto();
@@ -303,5 +328,92 @@ describe("the vips CLI, run as a separate process against moto_server", {
     const endpoint = /DynamoDB endpoint: (http:\/\/\S+)/.exec(demo.stderr)?.[1];
     expect(endpoint).toBeDefined();
     await expect(fetch(endpoint as string)).rejects.toThrow();
+  });
+
+  it("resolves names and VIPs as the DNS responder would, and serves them over DNS", async () => {
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    await vips(["tables", "create"], { env });
+    await vips(["mesh", "put", "default"], { env });
+    await vips(["dataplane", "put", "test/fixtures/kuma/web.yaml"], { env });
+    await vips(["drain"], { env });
+
+    const [name, upper, reverse, json, missing, outside, misplaced] = await Promise.all([
+      vips(["resolve", "web.mesh"], { env }),
+      vips(["resolve", "WEB.MESH.", "--ttl", "5"], { env }),
+      vips(["resolve", "240.0.0.0"], { env }),
+      vips(["resolve", "web.svc.local", "--domain", "svc.local", "--json"], { env }),
+      vips(["resolve", "nothing.mesh"], { env }),
+      vips(["resolve", "example.com"], { env }),
+      vips(["resolve", "web.mesh", "--port", "53"], { env }),
+    ]);
+
+    expect(name).toMatchObject({ code: 0, stdout: "web.mesh.\t30\tIN\tA\t240.0.0.0\n" });
+    expect(upper).toMatchObject({ code: 0, stdout: "web.mesh.\t5\tIN\tA\t240.0.0.0\n" });
+    expect(reverse).toMatchObject({
+      code: 0,
+      stdout: "0.0.0.240.in-addr.arpa.\t30\tIN\tPTR\tweb.mesh.\n",
+    });
+    expect(JSON.parse(json.stdout)).toEqual({
+      name: "web.svc.local",
+      status: "NOERROR",
+      answers: [{ name: "web.svc.local", type: "A", data: "240.0.0.0", ttl: 30 }],
+    });
+    expect(missing).toMatchObject({ code: 1, stdout: "nothing.mesh.: NXDOMAIN\n" });
+    expect(outside).toMatchObject({ code: 1, stdout: "example.com.: REFUSED\n" });
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toBe("error: --port applies to dns only, not resolve\n");
+
+    // A TTL that outlives the quarantine is refused unless forced.
+    const tooLong = await vips(["dns", "--ttl", "3600", "--port", "0"], { env });
+    expect(tooLong.code).toBe(2);
+    expect(tooLong.stderr).toMatch(
+      /^error: --ttl 3600 .*exceeds the quarantine \(VIP_QUARANTINE_SECONDS=3600\).*--force\n$/,
+    );
+
+    const dns = background(["dns", "--port", "0", "--interval", "1"], env);
+    try {
+      const listening = await dns.waitFor(/listening on 127\.0\.0\.1:(\d+) \(udp, tcp\)/);
+      expect(listening).not.toBeNull();
+      const resolver = new Resolver({ timeout: 3000, tries: 3 });
+      resolver.setServers([`127.0.0.1:${listening?.[1]}`]);
+      expect(await resolver.resolve4("web.mesh")).toEqual(["240.0.0.0"]);
+      await expect(resolver.resolve4("api.mesh")).rejects.toMatchObject({ code: "ENOTFOUND" });
+      // A new service reaches the responder at its next refresh, with one log line.
+      await vips(["dataplane", "put", "-"], {
+        env,
+        input: JSON.stringify({
+          type: "Dataplane",
+          mesh: "default",
+          name: "api-1",
+          networking: {
+            address: "10.0.0.5",
+            inbound: [{ port: 7000, tags: { "kuma.io/service": "api" } }],
+          },
+        }),
+      });
+      await vips(["drain"], { env });
+      await dns.waitFor(/dns: refresh: \+1 -0 ~0 VIPs in 1 mesh/);
+      expect(await resolver.resolve4("api.mesh")).toEqual(["240.0.0.1"]);
+    } finally {
+      dns.child.kill("SIGINT");
+    }
+    expect(await dns.exited).toBe(0);
+    expect(dns.output.stderr.match(/dns: refresh:/g)).toHaveLength(1);
+  });
+
+  it("runs the demo with a DNS responder and prints how to query it", async () => {
+    const demo = background(["demo"]);
+    try {
+      const hint = await demo.waitFor(/dig @127\.0\.0\.1 -p (\d+) auth\.mesh/);
+      expect(hint).not.toBeNull();
+      const resolver = new Resolver({ timeout: 3000, tries: 3 });
+      resolver.setServers([`127.0.0.1:${hint?.[1]}`]);
+      const [auth] = await resolver.resolve4("auth.mesh");
+      expect(demo.output.stdout).toContain(`shared: auth has ${auth} in meshes default, payments`);
+      expect(await resolver.reverse(auth as string)).toEqual(["auth.mesh"]);
+    } finally {
+      demo.child.kill("SIGINT");
+    }
+    expect(await demo.exited).toBe(0);
   });
 });

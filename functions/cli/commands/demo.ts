@@ -6,12 +6,20 @@ import { createTables } from "../../store/create-tables.ts";
 import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
 import { demoData } from "../demo-data.ts";
 import { CliError, type ExitCode } from "../errors.ts";
+import { DNS_DEFAULTS, startDnsResponder } from "./dns.ts";
 import { describeDrain, failIfGaveUp } from "./drain.ts";
 import { scanVipItems } from "./vips.ts";
 import { untilSignal, VipWatcher } from "./watch.ts";
 
 /** The file the closing hint tells the user to put from another terminal. */
 export const DEMO_HINT_FILE = "test/fixtures/kuma/web.yaml";
+
+/** The `dig` line the demo prints: a service of the demo that has a VIP. */
+export function digHint(items: ReadonlyMap<string, VipItem>, port: number, domain: string): string {
+  const services = [...items.values()].flatMap((item) => Object.keys(item.vips)).sort();
+  const service = services.includes("auth") ? "auth" : (services[0] ?? "web");
+  return `dig @127.0.0.1 -p ${port} ${service}.${domain}`;
+}
 
 /** The per-mesh summary: services sorted, their VIPs, the version; then shared services. */
 export function summaryLines(items: ReadonlyMap<string, VipItem>): string[] {
@@ -87,6 +95,7 @@ export async function demoCommand(options: {
   const config = loadConfig(options.env);
   const ctx = new CliContext(endpoint, options.env, options.json, out);
   let poller: StreamPoller | undefined;
+  let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
   try {
     out.note(
       `DynamoDB endpoint: ${endpoint}${moto !== undefined ? " (moto_server, stopped on exit)" : ""}`,
@@ -135,6 +144,19 @@ export async function demoCommand(options: {
     await watcher.prime(items);
     onBatch = (info) => watcher.onBatch(info);
     poller.start();
+    // The DNS responder, on a free port, refreshed every second from the vips table.
+    dns = await startDnsResponder({
+      ctx,
+      config,
+      host: "127.0.0.1",
+      port: 0,
+      domain: DNS_DEFAULTS.domain,
+      ttl: DNS_DEFAULTS.ttl,
+      intervalMs: 1000,
+    });
+    out.note(
+      `DNS responder (UDP and TCP, answers from memory): ${digHint(items, dns.port, DNS_DEFAULTS.domain)}`,
+    );
     const where = moto !== undefined ? endpoint : ctx.where();
     out.note(
       `watching for changes (Ctrl-C to stop); add a dataplane from another terminal: DYNAMODB_ENDPOINT=${where} npm run --silent vips -- dataplane put ${DEMO_HINT_FILE}`,
@@ -144,6 +166,7 @@ export async function demoCommand(options: {
     await poller.stop();
     return 0;
   } finally {
+    await dns?.stop();
     poller?.destroy();
     ctx.close();
     await moto?.stop();

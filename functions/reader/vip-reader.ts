@@ -1,0 +1,357 @@
+/**
+ * A downstream reader of the vips table: an in-memory snapshot of every mesh's VIP item, kept
+ * fresh by a cheap version probe, answering `get`, `lookup`, `reverse` and `meshes` from memory.
+ *
+ * The probe (docs/readers.md, "Costs"):
+ * - all meshes (default): one keys-only paged Scan returning `mesh`, `version` and
+ *   `incarnation` of every item; it is also the discovery of new and removed meshes;
+ * - a fixed list of meshes (`meshes` option): one GetItem per mesh projecting the same three
+ *   attributes; no discovery.
+ * Then a GetItem of the full item only for meshes whose version (or incarnation) moved. Reads
+ * are eventually consistent unless `consistentRead: true`.
+ */
+import {
+  type AttributeValue,
+  type DynamoDBClient,
+  GetItemCommand,
+  ScanCommand,
+} from "@aws-sdk/client-dynamodb";
+import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
+import { resolveTableNames } from "../store/table-definitions.ts";
+import { diffSnapshots, isEmptyDiff, type SnapshotDiff } from "./diff.ts";
+import { readerErrorOf, VipReaderError } from "./errors.ts";
+import {
+  type MalformedItem,
+  type MeshView,
+  meshViewOf,
+  type ReverseLookup,
+  type ServiceLookup,
+  VipSnapshot,
+} from "./snapshot.ts";
+
+export interface VipReaderOptions {
+  /** A DynamoDB client (region, credentials, endpoint are the caller's). */
+  readonly client: DynamoDBClient;
+  /** The vips table. @default `VIPS_TABLE` from the environment, else "vips" */
+  readonly table?: string;
+  /**
+   * Strongly consistent probes and fetches (twice the read units, and not served by
+   * global-table replicas in other regions). @default false: eventually consistent
+   */
+  readonly consistentRead?: boolean;
+  /**
+   * Follow only these meshes, probing each with a GetItem; meshes are then never discovered.
+   * @default every mesh in the table, probed with one keys-only Scan
+   */
+  readonly meshes?: readonly string[];
+  /**
+   * Called once per malformed item (or entry) and version; the item is skipped and the mesh
+   * keeps its last good view, if any. @default one JSON line on stderr
+   */
+  readonly onMalformed?: (item: MalformedItem) => void;
+  /** Full-item fetches in flight at once. @default 8 */
+  readonly fetchConcurrency?: number;
+}
+
+/** What the last refresh did, in requests. */
+export interface RefreshStats {
+  /** Probe requests (Scan pages, or GetItems of the listed meshes). */
+  readonly probeRequests: number;
+  /** Full-item GetItems (meshes whose version moved). */
+  readonly fetches: number;
+  readonly meshes: number;
+}
+
+export interface WatchOptions {
+  /** Time between the end of one refresh and the start of the next. @default 5000 */
+  readonly intervalMs?: number;
+  /** Refresh at once (true), or first after one interval. @default true */
+  readonly immediate?: boolean;
+  /** A failed refresh (the snapshot is kept; the next one runs as planned). @default stderr */
+  readonly onError?: (error: VipReaderError) => void;
+}
+
+export interface WatchHandle {
+  /** Stops after the refresh in progress, if any. */
+  stop(): Promise<void>;
+}
+
+/** What the probe compares: the item's `version` and `incarnation`, as stored. */
+type Probe = string;
+
+function probeOf(raw: PlainRecord): Probe {
+  const version = typeof raw.version === "number" ? raw.version : String(raw.version);
+  return JSON.stringify([version, typeof raw.incarnation === "string" ? raw.incarnation : ""]);
+}
+
+const PROBE_PROJECTION = {
+  ProjectionExpression: "#m, #v, #i",
+  ExpressionAttributeNames: { "#m": "mesh", "#v": "version", "#i": "incarnation" },
+} as const;
+
+function defaultMalformed(item: MalformedItem): void {
+  process.stderr.write(
+    `${JSON.stringify({ level: "WARN", message: "VIP item skipped", ...item })}\n`,
+  );
+}
+
+export class VipReader {
+  readonly table: string;
+  private readonly client: DynamoDBClient;
+  private readonly consistent: boolean;
+  private readonly fixedMeshes: readonly string[] | undefined;
+  private readonly onMalformed: (item: MalformedItem) => void;
+  private readonly concurrency: number;
+  private current = new VipSnapshot();
+  /** Per mesh, the version and incarnation last fetched (good or malformed). */
+  private known = new Map<string, Probe>();
+  /** Issues already reported, so an unchanged bad item is reported once. */
+  private reported = new Set<string>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private refreshed = false;
+  private stats: RefreshStats = { probeRequests: 0, fetches: 0, meshes: 0 };
+
+  constructor(options: VipReaderOptions) {
+    this.client = options.client;
+    this.table = options.table ?? resolveTableNames(process.env).vips;
+    this.consistent = options.consistentRead === true;
+    this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];
+    this.onMalformed = options.onMalformed ?? defaultMalformed;
+    this.concurrency = Math.max(1, options.fetchConcurrency ?? 8);
+  }
+
+  /** Whether a refresh has succeeded (before that, the snapshot is empty). */
+  get ready(): boolean {
+    return this.refreshed;
+  }
+
+  /** The current snapshot (immutable; a refresh replaces it). */
+  get snapshot(): VipSnapshot {
+    return this.current;
+  }
+
+  /** What the last successful refresh did. */
+  get lastRefresh(): RefreshStats {
+    return this.stats;
+  }
+
+  get(mesh: string): MeshView | undefined {
+    return this.current.get(mesh);
+  }
+
+  /** A service's VIP and the meshes listing it. */
+  lookup(service: string): ServiceLookup | undefined {
+    return this.current.lookup(service);
+  }
+
+  /** Whose a VIP is. */
+  reverse(vip: string): ReverseLookup | undefined {
+    return this.current.reverse(vip);
+  }
+
+  /** Mesh names, sorted. */
+  meshes(): string[] {
+    return this.current.meshes();
+  }
+
+  /**
+   * Probes the table and fetches what moved; returns what changed. One refresh at a time
+   * (concurrent calls queue). Throws a {@link VipReaderError}; the snapshot is then unchanged.
+   */
+  refresh(): Promise<SnapshotDiff> {
+    const run = this.queue.then(() => this.refreshNow());
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Refreshes every `intervalMs` and calls `onChange` after each refresh that changed
+   * something. The first refresh runs at once unless `immediate: false`.
+   */
+  watch(
+    onChange: (diff: SnapshotDiff, snapshot: VipSnapshot) => void | Promise<void>,
+    options: WatchOptions = {},
+  ): WatchHandle {
+    const interval = options.intervalMs ?? 5000;
+    const onError =
+      options.onError ??
+      ((error: VipReaderError) => process.stderr.write(`vip reader: ${error.message}\n`));
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    let running: Promise<void> = Promise.resolve();
+    const tick = (): void => {
+      running = (async () => {
+        let diff: SnapshotDiff | undefined;
+        try {
+          diff = await this.refresh();
+        } catch (error) {
+          onError(
+            error instanceof VipReaderError ? error : readerErrorOf(error, this.table, "refresh"),
+          );
+        }
+        if (diff !== undefined && !isEmptyDiff(diff) && !stopped) {
+          try {
+            await onChange(diff, this.current);
+          } catch (error) {
+            const detail = error instanceof Error ? error.message : String(error);
+            onError(
+              new VipReaderError("LISTENER_ERROR", `watch callback failed: ${detail}`, {
+                cause: error,
+              }),
+            );
+          }
+        }
+        if (!stopped) timer = setTimeout(tick, interval);
+      })();
+    };
+    if (options.immediate === false) timer = setTimeout(tick, interval);
+    else tick();
+    return {
+      stop: async () => {
+        stopped = true;
+        if (timer !== undefined) clearTimeout(timer);
+        await running;
+      },
+    };
+  }
+
+  private report(item: MalformedItem): void {
+    const key = JSON.stringify([item.mesh, item.version, item.service, item.reason]);
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    try {
+      this.onMalformed(item);
+    } catch {
+      // A reporting callback must not break the reader.
+    }
+  }
+
+  private async send<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (error) {
+      throw readerErrorOf(error, this.table, operation);
+    }
+  }
+
+  private async probeAll(): Promise<{ probes: Map<string, Probe>; requests: number }> {
+    const probes = new Map<string, Probe>();
+    let start: Record<string, AttributeValue> | undefined;
+    let requests = 0;
+    do {
+      const page = await this.send("Scan", () =>
+        this.client.send(
+          new ScanCommand({
+            TableName: this.table,
+            ConsistentRead: this.consistent,
+            ...PROBE_PROJECTION,
+            ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
+          }),
+        ),
+      );
+      requests++;
+      for (const item of page.Items ?? []) this.addProbe(probes, fromAttributeMap(item));
+      start = page.LastEvaluatedKey;
+    } while (start !== undefined);
+    return { probes, requests };
+  }
+
+  private async probeListed(
+    meshes: readonly string[],
+  ): Promise<{ probes: Map<string, Probe>; requests: number }> {
+    const probes = new Map<string, Probe>();
+    await this.pool(meshes, async (mesh) => {
+      const result = await this.send("GetItem", () =>
+        this.client.send(
+          new GetItemCommand({
+            TableName: this.table,
+            Key: { mesh: { S: mesh } },
+            ConsistentRead: this.consistent,
+            ...PROBE_PROJECTION,
+          }),
+        ),
+      );
+      if (result.Item !== undefined) this.addProbe(probes, fromAttributeMap(result.Item));
+    });
+    return { probes, requests: meshes.length };
+  }
+
+  private addProbe(probes: Map<string, Probe>, raw: PlainRecord): void {
+    if (typeof raw.mesh !== "string" || raw.mesh === "") {
+      this.report({ mesh: undefined, version: undefined, reason: "no mesh name (key `mesh`)" });
+      return;
+    }
+    probes.set(raw.mesh, probeOf(raw));
+  }
+
+  private async fetch(mesh: string): Promise<PlainRecord | undefined> {
+    const result = await this.send("GetItem", () =>
+      this.client.send(
+        new GetItemCommand({
+          TableName: this.table,
+          Key: { mesh: { S: mesh } },
+          ConsistentRead: this.consistent,
+        }),
+      ),
+    );
+    return result.Item === undefined ? undefined : fromAttributeMap(result.Item);
+  }
+
+  private async pool<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < items.length) {
+        const item = items[next++] as T;
+        await work(item);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, items.length) }, worker));
+  }
+
+  private async refreshNow(): Promise<SnapshotDiff> {
+    const { probes, requests } =
+      this.fixedMeshes === undefined
+        ? await this.probeAll()
+        : await this.probeListed(this.fixedMeshes);
+    const before = this.current.meshViews;
+    const views = new Map<string, MeshView>();
+    const known = new Map<string, Probe>();
+    const moved: string[] = [];
+    for (const [mesh, probe] of probes) {
+      const last = this.known.get(mesh);
+      if (last !== probe) {
+        moved.push(mesh);
+      } else {
+        known.set(mesh, last);
+        const view = before.get(mesh);
+        if (view !== undefined) views.set(mesh, view);
+      }
+    }
+    await this.pool(moved, async (mesh) => {
+      const raw = await this.fetch(mesh);
+      const previous = before.get(mesh);
+      if (raw === undefined) return; // deleted since the probe
+      const { view, issues } = meshViewOf(raw);
+      for (const issue of issues) this.report(issue);
+      // What was fetched, not what was probed: after a stale read the next probe fetches again.
+      known.set(mesh, probeOf(raw));
+      if (view === undefined) {
+        // Skipped: keep the last good view (a bad write must not blank a mesh's names).
+        if (previous !== undefined) views.set(mesh, previous);
+        return;
+      }
+      const newer =
+        previous === undefined ||
+        view.incarnation !== previous.incarnation ||
+        view.version >= previous.version;
+      // An eventually consistent read may return an older version than the snapshot holds.
+      views.set(mesh, newer ? view : previous);
+    });
+    const diff = diffSnapshots(before, views);
+    this.current = new VipSnapshot(views);
+    this.known = known;
+    this.refreshed = true;
+    this.stats = { probeRequests: requests, fetches: moved.length, meshes: views.size };
+    return diff;
+  }
+}
