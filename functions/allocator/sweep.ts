@@ -162,6 +162,8 @@ class Sweep {
   private previousDelta: number | undefined;
   /** Items read in the claims phase (decisions on a stale one are still safe: all conditional). */
   private readonly items = new Map<string, VipItem | undefined>();
+  /** Claims phase: service -> the meshes whose item lists it (read once per invocation). */
+  private listedBy: Map<string, string[]> | undefined;
 
   constructor(
     private readonly ports: SweepPorts,
@@ -300,6 +302,7 @@ class Sweep {
         const counter = await this.ports.claims.readCounter(this.settings.pool.cidr);
         this.advance({ counterAtStart: counter, addressesInRange: 0 });
       }
+      await this.loadItems();
       const page = await this.ports.claims.scan(after, this.pageSize, this.strong);
       for (const item of page.items) {
         if (this.outOfTime()) return false;
@@ -364,7 +367,6 @@ class Sweep {
       });
       this.itemRepairs(mesh, item, outcome);
     }
-    await this.sweepListed(mesh);
     return this.repairs.slice(before);
   }
 
@@ -438,32 +440,6 @@ class Sweep {
     }
   }
 
-  /** Every service the item lists must carry the item's membership (else it could be released). */
-  private async sweepListed(mesh: string): Promise<void> {
-    const item = await this.ports.vipItems.get(mesh);
-    if (item === undefined) return;
-    const listed = Object.entries(item.vips);
-    if (listed.length === 0) return;
-    const lacking = (claims: ReadonlyMap<string, ServiceClaim>) =>
-      listed.filter(([service]) => {
-        const held = claims.get(service)?.meshes.get(mesh);
-        return held === undefined || held.incarnation !== item.incarnation;
-      });
-    let suspects = lacking(
-      await this.ports.claims.getServices(
-        listed.map(([service]) => service),
-        this.strong,
-      ),
-    );
-    if (suspects.length === 0) return;
-    // Found on a detection read: read those again, strongly, before correcting anything.
-    const claims = await this.ports.claims.getServices(suspects.map(([service]) => service));
-    if (!this.strong) suspects = lacking(claims);
-    for (const [service, vip] of suspects) {
-      await this.checkListed(mesh, item, service, vip, claims.get(service));
-    }
-  }
-
   private async checkListed(
     mesh: string,
     item: VipItem,
@@ -523,8 +499,48 @@ class Sweep {
     return this.items.get(mesh);
   }
 
+  /**
+   * Reads every item once (a Scan billed by size; with `meshes`, those items), so each claim
+   * can be checked against the meshes that list its service without a read per service.
+   */
+  private async loadItems(): Promise<void> {
+    if (this.listedBy !== undefined) return;
+    const listedBy = new Map<string, string[]>();
+    const add = (item: VipItem) => {
+      this.items.set(item.mesh, item);
+      for (const service of Object.keys(item.vips)) {
+        const meshes = listedBy.get(service) ?? [];
+        meshes.push(item.mesh);
+        listedBy.set(service, meshes);
+      }
+    };
+    if (this.only !== undefined) {
+      for (const mesh of this.only) {
+        const item = await this.ports.vipItems.get(mesh);
+        if (item !== undefined) add(item);
+        else this.items.set(mesh, undefined);
+      }
+    } else {
+      let after: string | undefined;
+      do {
+        const page = await this.ports.vipItems.itemPage(after, this.pageSize, this.strong);
+        for (const item of page.items) add(item);
+        for (const mesh of page.malformed) {
+          this.ports.telemetry.error("VIP item could not be decoded; its claims are not checked", {
+            mesh,
+          });
+        }
+        after = page.next;
+      } while (after !== undefined);
+    }
+    this.listedBy = listedBy;
+  }
+
   /** Whether a claim, as a detection read saw it, may need a correction. */
   private async suspicious(claim: ServiceClaim): Promise<boolean> {
+    for (const mesh of this.listedBy?.get(claim.service) ?? []) {
+      if (claim.meshes.get(mesh)?.incarnation !== this.items.get(mesh)?.incarnation) return true;
+    }
     if (claim.meshes.size === 0) return claim.releasedAt === undefined;
     for (const [mesh, membership] of claim.meshes) {
       if (this.only !== undefined && !this.only.has(mesh)) continue;
@@ -543,7 +559,23 @@ class Sweep {
       : (await this.ports.claims.getServices([seen.service])).get(seen.service);
     if (claim === undefined) return;
     const { service } = claim;
-    if (claim.meshes.size === 0 && claim.releasedAt === undefined && this.only === undefined) {
+    // Every mesh whose item lists the service must hold the item's membership (else a leave
+    // elsewhere could release a listed VIP).
+    const listedIn = this.listedBy?.get(service) ?? [];
+    for (const mesh of listedIn) {
+      const item = this.items.get(mesh);
+      const vip = own(item?.vips, service);
+      if (item === undefined || vip === undefined) continue;
+      if (claim.meshes.get(mesh)?.incarnation !== item.incarnation) {
+        await this.checkListed(mesh, item, service, vip, claim);
+      }
+    }
+    if (
+      claim.meshes.size === 0 &&
+      claim.releasedAt === undefined &&
+      listedIn.length === 0 &&
+      this.only === undefined
+    ) {
       const released =
         this.dry ||
         (await this.ports.claims.release({ service, vip: claim.vip, nowMs: this.settings.now() }));
@@ -554,12 +586,7 @@ class Sweep {
       if (this.only !== undefined && !this.only.has(mesh)) continue;
       const item = await this.itemOf(mesh);
       const listed = own(item?.vips, service);
-      if (item !== undefined && listed !== undefined) {
-        if (membership.incarnation !== item.incarnation) {
-          await this.checkListed(mesh, item, service, listed, claim);
-        }
-        continue;
-      }
+      if (item !== undefined && listed !== undefined) continue;
       if (item === undefined) {
         // A mesh with no item: its pass (phase 1, or its next event) creates one first.
         if (await this.ports.source.meshExists(mesh)) continue;

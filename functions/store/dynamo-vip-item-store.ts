@@ -63,6 +63,28 @@ export class DynamoVipItemStore implements VipItemStore {
     }
   }
 
+  async itemPage(
+    after: string | undefined,
+    limit: number,
+    consistent = true,
+  ): Promise<Page<VipItem> & { readonly malformed: readonly string[] }> {
+    const page = await this.doc.scanPage(
+      this.table,
+      after === undefined ? undefined : { mesh: { S: after } },
+      { Limit: limit, ConsistentRead: consistent },
+    );
+    const items: VipItem[] = [];
+    const malformed: string[] = [];
+    for (const stored of page.items) {
+      try {
+        items.push(decodeVipItem(stored));
+      } catch {
+        malformed.push(String(stored.mesh));
+      }
+    }
+    return { items, malformed, next: page.next?.mesh?.S };
+  }
+
   async meshPage(
     after: string | undefined,
     limit: number,

@@ -105,6 +105,15 @@ export interface VipItemStore {
   delete(mesh: string, expectedVersion: number): Promise<void>;
   /** Meshes that have an item, a page at a time after `after` (the repair sweep's read). */
   meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
+  /**
+   * Whole items, a page at a time after `after` (the repair sweep's read); `malformed` names the
+   * meshes whose item could not be decoded (left out).
+   */
+  itemPage(
+    after: string | undefined,
+    limit: number,
+    consistent?: boolean,
+  ): Promise<Page<VipItem> & { readonly malformed: readonly string[] }>;
 }
 
 /** A service's global claim: its one VIP and the meshes that use it. */

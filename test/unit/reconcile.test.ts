@@ -480,6 +480,7 @@ describe("reconcileMesh under contention", () => {
       },
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
       meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
+      itemPage: (after, limit) => world.vipItems.itemPage(after, limit),
     };
 
     // Act
@@ -507,6 +508,7 @@ describe("reconcileMesh under contention", () => {
       put: (item, expected) => world.vipItems.put(item, expected),
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
       meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
+      itemPage: (after, limit) => world.vipItems.itemPage(after, limit),
     };
 
     // Act
