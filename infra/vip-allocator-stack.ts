@@ -1,5 +1,4 @@
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
-import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Topic } from "aws-cdk-lib/aws-sns";
 import type { Construct } from "constructs";
@@ -71,6 +70,11 @@ export class VipAllocatorStack extends Stack {
       "Metadata of failed stream batches",
     );
     output("DashboardName", this.allocator.dashboard.dashboardName, "CloudWatch dashboard");
+    new CfnOutput(this, "AlarmTopicArn", {
+      value: this.allocator.alarmTopic.topicArn,
+      description: "SNS topic every alarm notifies: subscribe to it",
+      exportName: `${this.stackName}-AlarmTopicArn`,
+    });
   }
 }
 
@@ -165,7 +169,7 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
         "expected an SNS topic ARN like arn:aws:sns:REGION:ACCOUNT:NAME",
       );
     }
-    props.alarmActions = [new SnsAction(Topic.fromTopicArn(scope, "AlarmTopic", topicArn))];
+    props.alarmTopic = Topic.fromTopicArn(scope, "AlarmTopic", topicArn);
   }
   return props as VipAllocatorProps;
 }
