@@ -363,7 +363,8 @@ export class VipAllocatorMonitoring extends Construct {
             expression:
               `SEARCH('{${METRICS_NAMESPACE},service,${SWEEP_REPAIR_DIMENSION}} ` +
               `MetricName="${METRIC.sweepRepairs}" service="${SERVICE_NAME}"', 'Sum', ${this.sweepPeriod.toSeconds()})`,
-            label: "repairs:",
+            // A dynamic label: one series per kind of correction.
+            label: `repairs: \${PROP('Dim.${SWEEP_REPAIR_DIMENSION}')}`,
             period: this.sweepPeriod,
           }),
           this.ownMetric(METRIC.sweepRepairs, "Sum", this.sweepPeriod).with({

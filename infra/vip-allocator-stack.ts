@@ -23,6 +23,7 @@ export const CONTEXT_KEYS = {
   removalPolicy: "removalPolicy",
   logRetentionDays: "logRetentionDays",
   alarmTopicArn: "alarmTopicArn",
+  sweepScheduleMinutes: "sweepScheduleMinutes",
 } as const;
 
 export interface VipAllocatorStackProps extends StackProps, VipAllocatorProps {}
@@ -158,6 +159,11 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
       );
     }
     props.logRetention = retentionDays as RetentionDays;
+  }
+
+  const sweepMinutes = wholeNumber(CONTEXT_KEYS.sweepScheduleMinutes);
+  if (sweepMinutes !== undefined) {
+    props.sweepSchedule = sweepMinutes === 0 ? false : Duration.minutes(sweepMinutes);
   }
 
   const topicArn = text(CONTEXT_KEYS.alarmTopicArn);

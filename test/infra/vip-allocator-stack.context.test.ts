@@ -94,6 +94,23 @@ describe("the deployable stack", () => {
     expect(retention.message).toContain("42");
   });
 
+  test("sweepScheduleMinutes sets the sweep period; 0 turns the schedule off", () => {
+    synthStack({ [CONTEXT_KEYS.sweepScheduleMinutes]: "60" }).template.hasResourceProperties(
+      "AWS::Scheduler::Schedule",
+      { ScheduleExpression: "rate(1 hour)" },
+    );
+    synthStack({ [CONTEXT_KEYS.sweepScheduleMinutes]: 0 }).template.resourceCountIs(
+      "AWS::Scheduler::Schedule",
+      0,
+    );
+    expect(contextRejection({ [CONTEXT_KEYS.sweepScheduleMinutes]: "15m" }).message).toContain(
+      `context ${CONTEXT_KEYS.sweepScheduleMinutes} "15m"`,
+    );
+    expect(contextRejection({ [CONTEXT_KEYS.sweepScheduleMinutes]: "2000" }).prop).toBe(
+      "sweepSchedule",
+    );
+  });
+
   test("validates context values like props", () => {
     const error = contextRejection({ [CONTEXT_KEYS.vipCidr]: "10.0.0.0/40" });
     expect(error.prop).toBe("vipCidr");
