@@ -107,7 +107,9 @@ function tableConstructId(def: TableDefinition): string {
 
 /**
  * The serverless VIP allocator: the tables (new, or existing input tables), one function
- * fed by the `meshes` and `dataplanes` streams, a failure queue, alarms and a dashboard.
+ * fed by the `meshes` and `dataplanes` streams, a failure queue, a repair-sweep schedule,
+ * alarms notifying an (encrypted, by default created) SNS topic, a dashboard and, on existing
+ * input tables, a one-shot backfill after the deployment.
  *
  * Safe by default: a poison record is retried a bounded number of times and for a bounded
  * time, bisected, and its metadata lands in an encrypted queue instead of blocking a shard
