@@ -16,7 +16,12 @@ import type { DynamoEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
-import { METRIC, METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
+import {
+  METRIC,
+  METRICS_NAMESPACE,
+  SERVICE_NAME,
+  SWEEP_REPAIR_DIMENSION,
+} from "../functions/allocator/telemetry-names.ts";
 import { VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
 
 /** The alarms the construct creates; all of them run `alarmActions`. */
@@ -35,6 +40,13 @@ export interface VipAllocatorAlarms {
   readonly itemTooLarge: Alarm;
   /** More than 80% of the range is held (quarantined VIPs included). */
   readonly poolUsedPercent: Alarm;
+  /**
+   * A mesh failed after all its attempts (the function's own metric). Partial batch failures
+   * are reported as `batchItemFailures` and never move Lambda's `Errors`.
+   */
+  readonly meshFailures: Alarm;
+  /** The repair sweep corrected something: the event path missed it. */
+  readonly sweepRepairs: Alarm;
 }
 
 export interface VipAllocatorMonitoringProps {
@@ -44,6 +56,12 @@ export interface VipAllocatorMonitoringProps {
   readonly dataplanesEventSource: DynamoEventSource;
   readonly vipCidr: string;
   readonly alarmActions: readonly IAlarmAction[];
+  /**
+   * Period of the repair sweep: the `SweepRepairs` alarm sums repairs over one period.
+   *
+   * @default - no schedule; the alarm sums over the default sweep period
+   */
+  readonly sweepSchedule?: Duration;
 }
 
 /** The allocator's alarms and dashboard, over the function's, the streams' and its own metrics. */
@@ -55,6 +73,7 @@ export class VipAllocatorMonitoring extends Construct {
   private readonly meshesEventSource: DynamoEventSource;
   private readonly dataplanesEventSource: DynamoEventSource;
   private readonly vipCidr: string;
+  private readonly sweepPeriod: Duration;
 
   constructor(scope: Construct, id: string, props: VipAllocatorMonitoringProps) {
     super(scope, id);
@@ -63,6 +82,7 @@ export class VipAllocatorMonitoring extends Construct {
     this.meshesEventSource = props.meshesEventSource;
     this.dataplanesEventSource = props.dataplanesEventSource;
     this.vipCidr = props.vipCidr;
+    this.sweepPeriod = props.sweepSchedule ?? VIP_ALLOCATOR_DEFAULTS.sweepSchedule;
     this.alarms = this.createAlarms(props.alarmActions);
     this.dashboard = this.createDashboard();
   }
@@ -175,6 +195,28 @@ export class VipAllocatorMonitoring extends Construct {
         // Published only when the function runs: keep the last known state while idle.
         TreatMissingData.IGNORE,
         `More than ${VIP_ALLOCATOR_DEFAULTS.poolUsedPercentAlarm}% of the VIP range is held (quarantined VIPs included).`,
+      ),
+      meshFailures: alarm(
+        "MeshFailuresAlarm",
+        this.ownMetric(METRIC.meshFailures, "Sum", minute),
+        0,
+        1,
+        above,
+        TreatMissingData.NOT_BREACHING,
+        "A mesh failed after all its attempts; its records are retried, then go to the failure " +
+          "queue. Partial batch failures never show in Lambda Errors: see the function's error logs.",
+      ),
+      sweepRepairs: alarm(
+        "SweepRepairsAlarm",
+        // Only the `service` dimension: the total over every kind of correction.
+        this.ownMetric(METRIC.sweepRepairs, "Sum", this.sweepPeriod),
+        0,
+        1,
+        above,
+        TreatMissingData.NOT_BREACHING,
+        "The repair sweep corrected VIP items, claims or the membership index: the event path " +
+          "missed a change (see the dashboard's repairs by kind and the function's logs). " +
+          "Expected once after a backfill onto existing tables.",
       ),
     };
   }
@@ -313,6 +355,33 @@ export class VipAllocatorMonitoring extends Construct {
           }),
         ],
       }),
+      new GraphWidget({
+        title: "Repair sweep",
+        width,
+        left: [
+          new MathExpression({
+            expression:
+              `SEARCH('{${METRICS_NAMESPACE},service,${SWEEP_REPAIR_DIMENSION}} ` +
+              `MetricName="${METRIC.sweepRepairs}" service="${SERVICE_NAME}"', 'Sum', ${this.sweepPeriod.toSeconds()})`,
+            // A dynamic label: one series per kind of correction.
+            label: `repairs: \${PROP('Dim.${SWEEP_REPAIR_DIMENSION}')}`,
+            period: this.sweepPeriod,
+          }),
+          this.ownMetric(METRIC.sweepRepairs, "Sum", this.sweepPeriod).with({
+            label: "repairs (all kinds)",
+          }),
+        ],
+        right: [
+          this.ownMetric(METRIC.sweepMeshes, "Sum", this.sweepPeriod).with({
+            label: "meshes swept",
+          }),
+          this.ownMetric(METRIC.sweepCycles, "Sum", this.sweepPeriod).with({
+            label: "cycles completed",
+          }),
+        ],
+      }),
+    );
+    dashboard.addWidgets(
       new AlarmStatusWidget({
         title: "Alarms",
         width,

@@ -3,6 +3,7 @@ import type { IAlarmAction } from "aws-cdk-lib/aws-cloudwatch";
 import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import type { ITopic } from "aws-cdk-lib/aws-sns";
 import { loadConfig, SETTINGS } from "../functions/allocator/config.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { parseStreamArn } from "../functions/store/stream-arn.ts";
@@ -99,11 +100,31 @@ export interface VipAllocatorProps {
    */
   readonly logRetention?: RetentionDays;
   /**
-   * Actions (e.g. `new SnsAction(topic)`) run when any of the construct's alarms fires.
+   * The SNS topic every alarm notifies (subscribe your pager or e-mail to it). Exposed as
+   * `alarmTopic` and, in the stack, as the `AlarmTopicArn` output.
    *
-   * @default - the alarms exist and show on the dashboard, but notify nobody
+   * @default - a new topic, encrypted with a new customer-managed KMS key (rotated), TLS only,
+   *   that CloudWatch alarms of this account may publish to
+   */
+  readonly alarmTopic?: ITopic;
+  /**
+   * Further actions (e.g. `new SnsAction(otherTopic)`) run, besides notifying `alarmTopic`,
+   * when any of the construct's alarms fires.
+   *
+   * @default - only `alarmTopic` is notified
    */
   readonly alarmActions?: readonly IAlarmAction[];
+  /**
+   * How often EventBridge Scheduler invokes the function with the repair sweep payload
+   * (`SCHEDULED_SWEEP`): a bounded, resumable pass over every mesh that corrects what the
+   * event path missed. Whole minutes, from 1 minute to 24 hours, and not shorter than
+   * `timeout` (a sweep uses the invocation's remaining time, so shorter periods would make
+   * sweeps overlap). `false` creates no schedule (then a backfill after deploying onto
+   * existing tables covers only what one invocation can do).
+   *
+   * @default Duration.minutes(15)
+   */
+  readonly sweepSchedule?: Duration | false;
   /**
    * Memory of the function in MB (128 to 10240). CPU is allotted in proportion to memory.
    *
@@ -165,6 +186,13 @@ export const VIP_ALLOCATOR_DEFAULTS = {
   iteratorAgeAlarm: Duration.minutes(1),
   /** Alarm when the share of the VIP range in use exceeds this percentage. */
   poolUsedPercentAlarm: 80,
+  /** How often the repair sweep runs. */
+  sweepSchedule: Duration.minutes(15),
+  /**
+   * Scheduler's retries of a sweep invocation it could not deliver (throttled, function being
+   * updated). Errors inside the function are Lambda's asynchronous retries, not these.
+   */
+  sweepRetryAttempts: 2,
 } as const;
 
 const TABLE_NAME = /^[a-zA-Z0-9_.-]{3,255}$/;
@@ -182,6 +210,8 @@ export interface ResolvedProps {
   readonly logRetention: RetentionDays;
   readonly memorySize: number;
   readonly timeout: Duration;
+  /** Period of the repair sweep, or undefined when there is no schedule. */
+  readonly sweepSchedule: Duration | undefined;
 }
 
 /**
@@ -282,6 +312,8 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
     throw new VipAllocatorPropError("timeout", timeout, "expected 1 second to 15 minutes");
   }
 
+  const sweepSchedule = resolveSweepSchedule(props.sweepSchedule, timeout, timeoutSeconds);
+
   validateExisting("existingMeshesTable", props.existingMeshesTable);
   validateExisting("existingDataplanesTable", props.existingDataplanesTable);
   validateTableNames(props);
@@ -294,7 +326,46 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
     logRetention,
     memorySize,
     timeout,
+    sweepSchedule,
   };
+}
+
+function resolveSweepSchedule(
+  value: Duration | false | undefined,
+  timeout: Duration,
+  timeoutSeconds: number,
+): Duration | undefined {
+  if (value === false) return undefined;
+  const period = value ?? VIP_ALLOCATOR_DEFAULTS.sweepSchedule;
+  if (!(period instanceof Duration)) {
+    throw new VipAllocatorPropError(
+      "sweepSchedule",
+      period,
+      "expected a Duration or false (no schedule)",
+    );
+  }
+  let minutes: number;
+  try {
+    minutes = period.toMinutes();
+  } catch {
+    throw new VipAllocatorPropError(
+      "sweepSchedule",
+      period,
+      "expected a whole number of minutes (EventBridge Scheduler rates are in minutes)",
+    );
+  }
+  if (minutes < 1 || minutes > 24 * 60) {
+    throw new VipAllocatorPropError("sweepSchedule", period, "expected 1 minute to 24 hours");
+  }
+  if (minutes * 60 < timeoutSeconds) {
+    throw new VipAllocatorPropError(
+      "sweepSchedule",
+      period,
+      `is shorter than the function timeout ${timeout.toString()}: a sweep runs until the ` +
+        "invocation's time is nearly up, so sweeps would overlap",
+    );
+  }
+  return period;
 }
 
 function validateExisting(prop: string, existing: ExistingInputTable | undefined): void {

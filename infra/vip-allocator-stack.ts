@@ -1,5 +1,4 @@
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
-import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Topic } from "aws-cdk-lib/aws-sns";
 import type { Construct } from "constructs";
@@ -24,6 +23,7 @@ export const CONTEXT_KEYS = {
   removalPolicy: "removalPolicy",
   logRetentionDays: "logRetentionDays",
   alarmTopicArn: "alarmTopicArn",
+  sweepScheduleMinutes: "sweepScheduleMinutes",
 } as const;
 
 export interface VipAllocatorStackProps extends StackProps, VipAllocatorProps {}
@@ -71,6 +71,11 @@ export class VipAllocatorStack extends Stack {
       "Metadata of failed stream batches",
     );
     output("DashboardName", this.allocator.dashboard.dashboardName, "CloudWatch dashboard");
+    new CfnOutput(this, "AlarmTopicArn", {
+      value: this.allocator.alarmTopic.topicArn,
+      description: "SNS topic every alarm notifies: subscribe to it",
+      exportName: `${this.stackName}-AlarmTopicArn`,
+    });
   }
 }
 
@@ -156,6 +161,11 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
     props.logRetention = retentionDays as RetentionDays;
   }
 
+  const sweepMinutes = wholeNumber(CONTEXT_KEYS.sweepScheduleMinutes);
+  if (sweepMinutes !== undefined) {
+    props.sweepSchedule = sweepMinutes === 0 ? false : Duration.minutes(sweepMinutes);
+  }
+
   const topicArn = text(CONTEXT_KEYS.alarmTopicArn);
   if (topicArn !== undefined) {
     if (!/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/.test(topicArn)) {
@@ -165,7 +175,7 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
         "expected an SNS topic ARN like arn:aws:sns:REGION:ACCOUNT:NAME",
       );
     }
-    props.alarmActions = [new SnsAction(Topic.fromTopicArn(scope, "AlarmTopic", topicArn))];
+    props.alarmTopic = Topic.fromTopicArn(scope, "AlarmTopic", topicArn);
   }
   return props as VipAllocatorProps;
 }

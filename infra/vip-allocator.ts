@@ -1,23 +1,38 @@
-import { Duration, Validations } from "aws-cdk-lib";
-import type { Dashboard } from "aws-cdk-lib/aws-cloudwatch";
+import { ArnFormat, Duration, Stack, Validations } from "aws-cdk-lib";
+import type { Dashboard, IAlarmAction } from "aws-cdk-lib/aws-cloudwatch";
+import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import {
   AttributeType,
   Billing,
+  type CfnGlobalTable,
   type ITableV2,
   StreamViewType,
   TableEncryptionV2,
   type TablePropsV2,
   TableV2,
 } from "aws-cdk-lib/aws-dynamodb";
-import { type Grant, type IGrantable, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
-import { MetricType, StartingPosition } from "aws-cdk-lib/aws-lambda";
+import {
+  type Grant,
+  type IGrantable,
+  type IRole,
+  PolicyStatement,
+  Role,
+  ServicePrincipal,
+} from "aws-cdk-lib/aws-iam";
+import { Key } from "aws-cdk-lib/aws-kms";
+import { Code, MetricType, StartingPosition } from "aws-cdk-lib/aws-lambda";
 import { DynamoEventSource, SqsDlq } from "aws-cdk-lib/aws-lambda-event-sources";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup } from "aws-cdk-lib/aws-logs";
+import { Schedule, ScheduleExpression, ScheduleTargetInput } from "aws-cdk-lib/aws-scheduler";
+import { LambdaInvoke } from "aws-cdk-lib/aws-scheduler-targets";
+import { type ITopic, Topic } from "aws-cdk-lib/aws-sns";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
+import { TriggerFunction } from "aws-cdk-lib/triggers";
 import { Construct } from "constructs";
 import { SETTINGS } from "../functions/allocator/config.ts";
 import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
+import { BACKFILL, SCHEDULED_SWEEP } from "../functions/allocator/sweep-event.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
   CLAIMS_TABLE,
@@ -40,6 +55,7 @@ import {
 import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
 import {
   type ExistingInputTable,
+  type ResolvedProps,
   VIP_ALLOCATOR_DEFAULTS,
   type VipAllocatorProps,
   validateProps,
@@ -51,6 +67,28 @@ export type {
   VipAllocatorProps,
   VipAllocatorTableNames,
 } from "./vip-allocator-props.ts";
+
+/**
+ * The backfill trigger's handler (inline, CommonJS): one asynchronous invocation of the
+ * allocator with the payload in `PAYLOAD`. Asynchronous, so a long backfill never holds the
+ * deployment and a failed one is retried by Lambda (and shows in the Errors alarm) instead of
+ * rolling the stack back; only a refused invocation (permissions, missing function) fails
+ * the deployment.
+ */
+const BACKFILL_TRIGGER_CODE = `const { LambdaClient, InvokeCommand } = require("@aws-sdk/client-lambda");
+const client = new LambdaClient({});
+exports.handler = async () => {
+  const out = await client.send(new InvokeCommand({
+    FunctionName: process.env.ALLOCATOR_FUNCTION,
+    InvocationType: "Event",
+    Payload: process.env.PAYLOAD,
+  }));
+  if (out.StatusCode !== 202) throw new Error("allocator invocation returned " + out.StatusCode);
+  console.log(JSON.stringify({ invoked: process.env.ALLOCATOR_FUNCTION, payload: process.env.PAYLOAD }));
+  return { statusCode: out.StatusCode };
+};
+`;
+
 export { VIP_ALLOCATOR_DEFAULTS, VipAllocatorPropError } from "./vip-allocator-props.ts";
 
 const KEY_TYPES: Record<KeyDefinition["type"], AttributeType> = {
@@ -69,7 +107,9 @@ function tableConstructId(def: TableDefinition): string {
 
 /**
  * The serverless VIP allocator: the tables (new, or existing input tables), one function
- * fed by the `meshes` and `dataplanes` streams, a failure queue, alarms and a dashboard.
+ * fed by the `meshes` and `dataplanes` streams, a failure queue, a repair-sweep schedule,
+ * alarms notifying an (encrypted, by default created) SNS topic, a dashboard and, on existing
+ * input tables, a one-shot backfill after the deployment.
  *
  * Safe by default: a poison record is retried a bounded number of times and for a bounded
  * time, bisected, and its metadata lands in an encrypted queue instead of blocking a shard
@@ -91,6 +131,17 @@ export class VipAllocator extends Construct {
   readonly meshesEventSource: DynamoEventSource;
   readonly dataplanesEventSource: DynamoEventSource;
   readonly alarms: VipAllocatorAlarms;
+  /** The topic every alarm notifies (`alarmTopic`, or the encrypted one created here). */
+  readonly alarmTopic: ITopic;
+  /** The KMS key of the created alarm topic (undefined when `alarmTopic` was given). */
+  readonly alarmTopicKey?: Key;
+  /** The repair sweep schedule (undefined when `sweepSchedule` is false). */
+  readonly sweepSchedule?: Schedule;
+  /**
+   * The one-shot backfill run after deploying onto existing input tables (undefined when
+   * both input tables are created here, so they start empty).
+   */
+  readonly backfillTrigger?: TriggerFunction;
   readonly dashboard: Dashboard;
   /** The validated, canonical VIP range the function is configured with. */
   readonly vipCidr: string;
@@ -178,8 +229,31 @@ export class VipAllocator extends Construct {
       removalPolicy: resolved.removalPolicy,
     });
 
-    this.meshesEventSource = this.addStream(this.meshesTable);
-    this.dataplanesEventSource = this.addStream(this.dataplanesTable);
+    // An existing table's stream starts at LATEST: its last 24 hours are not replayed (they
+    // would be up to a day old, past the 1-hour record age, and land in the failure queue);
+    // the backfill below covers everything before the deployment. A new table starts empty.
+    this.meshesEventSource = this.addStream(this.meshesTable, !!props.existingMeshesTable);
+    this.dataplanesEventSource = this.addStream(
+      this.dataplanesTable,
+      !!props.existingDataplanesTable,
+    );
+
+    if (resolved.sweepSchedule) this.sweepSchedule = this.addSweepSchedule(resolved.sweepSchedule);
+    if (props.existingMeshesTable || props.existingDataplanesTable) {
+      this.backfillTrigger = this.addBackfillTrigger(role, resolved);
+    }
+
+    if (props.alarmTopic) {
+      this.alarmTopic = props.alarmTopic;
+    } else {
+      const created = this.createAlarmTopic(resolved.removalPolicy);
+      this.alarmTopic = created.topic;
+      this.alarmTopicKey = created.key;
+    }
+    const alarmActions: IAlarmAction[] = [
+      new SnsAction(this.alarmTopic),
+      ...(props.alarmActions ?? []),
+    ];
 
     const monitoring = new VipAllocatorMonitoring(this, "Monitoring", {
       function: this.function,
@@ -187,11 +261,65 @@ export class VipAllocator extends Construct {
       meshesEventSource: this.meshesEventSource,
       dataplanesEventSource: this.dataplanesEventSource,
       vipCidr: this.vipCidr,
-      alarmActions: props.alarmActions ?? [],
+      alarmActions,
+      ...(resolved.sweepSchedule ? { sweepSchedule: resolved.sweepSchedule } : {}),
     });
     this.alarms = monitoring.alarms;
     this.dashboard = monitoring.dashboard;
+
+    this.guardSingleRegion(this.claimsTable, "claims");
+    this.guardSingleRegion(this.indexTable, "index");
     this.acknowledgeNagFindings();
+  }
+
+  /**
+   * The default alarm topic: encrypted with a customer-managed key (the AWS-managed SNS key's
+   * policy cannot let CloudWatch use it), TLS only, and CloudWatch alarms of this account may
+   * publish to it and use the key.
+   */
+  private createAlarmTopic(removalPolicy: ResolvedProps["removalPolicy"]): {
+    topic: Topic;
+    key: Key;
+  } {
+    const stack = Stack.of(this);
+    const cloudwatch = new ServicePrincipal("cloudwatch.amazonaws.com");
+    const key = new Key(this, "AlarmTopicKey", {
+      description: "VIP allocator: encrypts the alarm topic",
+      enableKeyRotation: true,
+      removalPolicy,
+    });
+    key.addToResourcePolicy(
+      new PolicyStatement({
+        principals: [cloudwatch],
+        actions: ["kms:Decrypt", "kms:GenerateDataKey*"],
+        resources: ["*"],
+      }),
+    );
+    const topic = new Topic(this, "AlarmTopic", {
+      displayName: "VIP allocator alarms",
+      masterKey: key,
+      enforceSSL: true,
+    });
+    topic.applyRemovalPolicy(removalPolicy);
+    topic.addToResourcePolicy(
+      new PolicyStatement({
+        principals: [cloudwatch],
+        actions: ["sns:Publish"],
+        resources: [topic.topicArn],
+        conditions: {
+          ArnLike: {
+            "aws:SourceArn": stack.formatArn({
+              service: "cloudwatch",
+              resource: "alarm",
+              resourceName: "*",
+              arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+            }),
+          },
+          StringEquals: { "aws:SourceAccount": stack.account },
+        },
+      }),
+    );
+    return { topic, key };
   }
 
   /**
@@ -240,10 +368,12 @@ export class VipAllocator extends Construct {
     });
   }
 
-  private addStream(table: ITableV2): DynamoEventSource {
+  private addStream(table: ITableV2, existing: boolean): DynamoEventSource {
     const settings = EVENT_SOURCE_SETTINGS;
     const source = new DynamoEventSource(table, {
-      startingPosition: StartingPosition[settings.startingPosition],
+      startingPosition: existing
+        ? StartingPosition.LATEST
+        : StartingPosition[settings.startingPosition],
       batchSize: settings.batchSize,
       maxBatchingWindow: Duration.seconds(settings.maxBatchingWindowSeconds),
       retryAttempts: settings.retryAttempts,
@@ -256,6 +386,110 @@ export class VipAllocator extends Construct {
     });
     this.function.addEventSource(source);
     return source;
+  }
+
+  /**
+   * EventBridge Scheduler invokes the function with {@link SCHEDULED_SWEEP} every `period`,
+   * under a role of its own that may only invoke this function.
+   */
+  private addSweepSchedule(period: Duration): Schedule {
+    const stack = Stack.of(this);
+    const role = new Role(this, "SweepScheduleRole", {
+      assumedBy: new ServicePrincipal("scheduler.amazonaws.com", {
+        conditions: { StringEquals: { "aws:SourceAccount": stack.account } },
+      }),
+      description: "VIP allocator repair sweep schedule: invoke the allocator function only",
+    });
+    return new Schedule(this, "SweepSchedule", {
+      schedule: ScheduleExpression.rate(period),
+      description: `VIP allocator: repair sweep over every mesh, every ${period.toHumanString()}`,
+      target: new InvokeUnqualified(this.function, {
+        role,
+        input: ScheduleTargetInput.fromObject(SCHEDULED_SWEEP),
+        // A sweep that could not be delivered within one period is superseded by the next
+        // one (the sweep keeps its position in the claims table), so no dead-letter queue.
+        retryAttempts: VIP_ALLOCATOR_DEFAULTS.sweepRetryAttempts,
+        maxEventAge: Duration.seconds(Math.max(60, Math.min(period.toSeconds(), 86_400))),
+      }),
+    });
+  }
+
+  /**
+   * After a deployment onto existing input tables: one asynchronous invocation of the
+   * allocator with {@link BACKFILL} (a fresh sweep cycle that also rebuilds the membership
+   * index), once the function, its permissions, its tables and its event source mappings
+   * exist. `Trigger` invokes its handler without a payload, so a tiny inline function passes
+   * the payload on; its role may only invoke the allocator and write its own log group.
+   */
+  private addBackfillTrigger(allocatorRole: Role, resolved: ResolvedProps): TriggerFunction {
+    const logGroup = new LogGroup(this, "BackfillLogGroup", {
+      retention: resolved.logRetention,
+      removalPolicy: resolved.removalPolicy,
+    });
+    const role = new Role(this, "BackfillRole", {
+      assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
+      description: "VIP allocator backfill trigger: invoke the allocator function only",
+    });
+    logGroup.grants.write(role);
+    role.addToPrincipalPolicy(
+      new PolicyStatement({
+        actions: ["lambda:InvokeFunction"],
+        resources: [this.function.functionArn],
+      }),
+    );
+    return new TriggerFunction(this, "Backfill", {
+      code: Code.fromInline(BACKFILL_TRIGGER_CODE),
+      handler: "index.handler",
+      runtime: ALLOCATOR_RUNTIME,
+      architecture: ALLOCATOR_ARCHITECTURE,
+      memorySize: 128,
+      timeout: Duration.seconds(30),
+      role,
+      logGroup,
+      description:
+        "VIP allocator: one backfill (a fresh sweep cycle) after deploying onto existing tables",
+      environment: {
+        ALLOCATOR_FUNCTION: this.function.functionName,
+        PAYLOAD: JSON.stringify(BACKFILL),
+        // Not read by the code: part of the function's version, so pointing the allocator at
+        // other input tables runs the backfill again.
+        INPUT_TABLES: `${this.meshesTable.tableName} ${this.dataplanesTable.tableName}`,
+      },
+      // The function, its permissions, its own tables and its event source mappings (children
+      // of the function) first: the backfill's cycle starts after the streams are read.
+      executeAfter: [
+        this.function,
+        allocatorRole,
+        this.vipsTable,
+        this.claimsTable,
+        this.indexTable,
+        this.logGroup,
+      ],
+    });
+  }
+
+  /**
+   * Fails synth when a private table has replicas (`addReplica`, or an escape-hatch override
+   * of `Replicas`): the claims' conditional writes and transactions, and the index's
+   * version-conditional records, hold only within one region.
+   */
+  private guardSingleRegion(table: TableV2, name: string): void {
+    table.node.addValidation({
+      validate: () => {
+        const cfn = table.node.defaultChild as CfnGlobalTable;
+        const replicas = renderedReplicas(cfn);
+        if (replicas.length <= 1) return [];
+        const regions = replicas
+          .map((replica) => (typeof replica?.Region === "string" ? replica.Region : "(token)"))
+          .join(", ");
+        return [
+          `VipAllocator at '${this.node.path}': the ${name} table must not have replicas ` +
+            `(found ${replicas.length} regions: ${regions}): its conditional writes and ` +
+            "transactions hold only within one region. Deploy one allocator per region, each " +
+            "with its own private tables.",
+        ];
+      },
+    });
   }
 
   /**
@@ -277,4 +511,32 @@ export class VipAllocator extends Construct {
         "dead-letter queue to catch.",
     });
   }
+}
+
+/**
+ * `LambdaInvoke` whose role may invoke only the function's unqualified ARN (the schedule's
+ * target), not every version and alias of it (`grantInvoke`'s `ARN:*`, cdk-nag IAM5).
+ */
+class InvokeUnqualified extends LambdaInvoke {
+  protected override addTargetActionToRole(role: IRole): void {
+    role.addToPrincipalPolicy(
+      new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [this.targetArn] }),
+    );
+  }
+}
+
+/** The `Replicas` a global table renders, property overrides (escape hatches) included. */
+function renderedReplicas(cfn: CfnGlobalTable): { Region?: unknown }[] {
+  const stack = Stack.of(cfn);
+  const render = (cfn as unknown as { _toCloudFormation?: () => unknown })._toCloudFormation;
+  let replicas: unknown;
+  if (typeof render === "function") {
+    const rendered = stack.resolve(render.call(cfn)) as {
+      Resources?: Record<string, { Properties?: { Replicas?: unknown } }>;
+    };
+    replicas = Object.values(rendered.Resources ?? {})[0]?.Properties?.Replicas;
+  } else {
+    replicas = stack.resolve(cfn.replicas);
+  }
+  return Array.isArray(replicas) ? (replicas as { Region?: unknown }[]) : [];
 }

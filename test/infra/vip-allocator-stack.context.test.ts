@@ -1,3 +1,4 @@
+import type { CfnElement } from "aws-cdk-lib";
 import { Match } from "aws-cdk-lib/assertions";
 import { describe, expect, test } from "vitest";
 import { SETTINGS } from "../../functions/allocator/config.ts";
@@ -36,6 +37,16 @@ describe("the deployable stack", () => {
     }
   });
 
+  test("exports the alarm topic's ARN", () => {
+    const { stack, template } = synthStack();
+    template.hasOutput("AlarmTopicArn", {
+      Value: {
+        Ref: stack.getLogicalId(stack.allocator.alarmTopic.node.defaultChild as CfnElement),
+      },
+      Export: { Name: `${stack.stackName}-AlarmTopicArn` },
+    });
+  });
+
   test("takes its settings from CDK context (-c key=value)", () => {
     const { template } = synthStack({
       [CONTEXT_KEYS.vipCidr]: "10.64.0.0/12",
@@ -65,6 +76,9 @@ describe("the deployable stack", () => {
     template.allResourcesProperties("AWS::CloudWatch::Alarm", {
       AlarmActions: ["arn:aws:sns:eu-west-1:123456789012:ops"],
     });
+    // The given topic replaces the created one.
+    template.resourceCountIs("AWS::SNS::Topic", 0);
+    template.hasOutput("AlarmTopicArn", { Value: "arn:aws:sns:eu-west-1:123456789012:ops" });
   });
 
   test("rejects unparsable context values, naming the key and the value", () => {
@@ -78,6 +92,23 @@ describe("the deployable stack", () => {
     expect(topic.message).toContain('"ops"');
     const retention = contextRejection({ [CONTEXT_KEYS.logRetentionDays]: "42" });
     expect(retention.message).toContain("42");
+  });
+
+  test("sweepScheduleMinutes sets the sweep period; 0 turns the schedule off", () => {
+    synthStack({ [CONTEXT_KEYS.sweepScheduleMinutes]: "60" }).template.hasResourceProperties(
+      "AWS::Scheduler::Schedule",
+      { ScheduleExpression: "rate(1 hour)" },
+    );
+    synthStack({ [CONTEXT_KEYS.sweepScheduleMinutes]: 0 }).template.resourceCountIs(
+      "AWS::Scheduler::Schedule",
+      0,
+    );
+    expect(contextRejection({ [CONTEXT_KEYS.sweepScheduleMinutes]: "15m" }).message).toContain(
+      `context ${CONTEXT_KEYS.sweepScheduleMinutes} "15m"`,
+    );
+    expect(contextRejection({ [CONTEXT_KEYS.sweepScheduleMinutes]: "2000" }).prop).toBe(
+      "sweepSchedule",
+    );
   });
 
   test("validates context values like props", () => {

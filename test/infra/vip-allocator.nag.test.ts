@@ -75,4 +75,12 @@ describe("cdk-nag AwsSolutions", () => {
     const unacknowledged = violations(build().app).map((line) => line.split(" at ")[0]);
     expect(new Set(unacknowledged)).toEqual(new Set(acknowledged.keys()));
   });
+
+  test("needs no further acknowledgement for the backfill trigger, the schedule and the alarm topic", () => {
+    const existing = build({
+      existingMeshesTable: { tableName: "kuma-meshes", tableStreamArn: STREAM("kuma-meshes") },
+    }).app;
+    expect([...acknowledgements(existing).keys()]).toEqual(["AwsSolutions-SQS3"]);
+    expect(violations(existing)).toEqual([]);
+  });
 });

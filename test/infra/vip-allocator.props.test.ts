@@ -88,6 +88,26 @@ describe("synth-time validation names the prop and the value", () => {
     expect(rejection({ timeout: Duration.millis(500) }).prop).toBe("timeout");
   });
 
+  test("sweepSchedule: rejects fractions of a minute, more than a day and periods shorter than the timeout", () => {
+    const seconds = rejection({ sweepSchedule: Duration.seconds(90) });
+    expect(seconds.prop).toBe("sweepSchedule");
+    expect(seconds.message).toContain("sweepSchedule Duration.seconds(90)");
+    expect(seconds.message).toContain("whole number of minutes");
+    expect(rejection({ sweepSchedule: Duration.hours(25) }).message).toContain(
+      "1 minute to 24 hours",
+    );
+    expect(rejection({ sweepSchedule: Duration.seconds(0) }).prop).toBe("sweepSchedule");
+    const overlap = rejection({ sweepSchedule: Duration.minutes(2), timeout: Duration.minutes(5) });
+    expect(overlap.prop).toBe("sweepSchedule");
+    expect(overlap.message).toContain("shorter than the function timeout Duration.minutes(5)");
+    expect(rejection({ sweepSchedule: true as unknown as Duration }).message).toContain(
+      "expected a Duration or false",
+    );
+    expect(() => build({ sweepSchedule: Duration.minutes(1) })).not.toThrow();
+    expect(() => build({ sweepSchedule: Duration.hours(24) })).not.toThrow();
+    expect(() => build({ sweepSchedule: false, timeout: Duration.minutes(15) })).not.toThrow();
+  });
+
   test("existing table: rejects an invalid table name", () => {
     const error = rejection({ existingMeshesTable: { tableName: "a b", tableStreamArn: STREAM } });
     expect(error.prop).toBe("existingMeshesTable.tableName");

@@ -252,15 +252,17 @@ describe("least privilege", () => {
     expect(permissionsOf(template, role)).toEqual(expected);
   });
 
-  test("the role has no managed policy and nothing in the stack is granted on *", () => {
+  test("the roles have no managed policy and nothing in the stack is granted on *", () => {
     const { template } = synth();
-    template.resourceCountIs("AWS::IAM::Role", 1);
+    // The function's role and the sweep schedule's role.
+    template.resourceCountIs("AWS::IAM::Role", 2);
     template.hasResourceProperties("AWS::IAM::Role", {
       AssumeRolePolicyDocument: {
         Statement: [Match.objectLike({ Principal: { Service: "lambda.amazonaws.com" } })],
       },
       ManagedPolicyArns: Match.absent(),
     });
+    template.allResourcesProperties("AWS::IAM::Role", { ManagedPolicyArns: Match.absent() });
     const policies = JSON.stringify(template.findResources("AWS::IAM::Policy"));
     expect(policies).not.toContain('"*"');
     expect(policies).not.toMatch(/"dynamodb:\*"|"sqs:\*"|"logs:\*"/);
@@ -296,7 +298,8 @@ describe("existing input tables", () => {
     for (const arn of [meshesStream, dataplanesStream]) {
       template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
         EventSourceArn: arn,
-        StartingPosition: "TRIM_HORIZON",
+        // The backfill covers what was in the tables before; no replay of a day of records.
+        StartingPosition: "LATEST",
         BisectBatchOnFunctionError: true,
       });
     }
@@ -341,8 +344,8 @@ describe("existing input tables", () => {
 describe("observability", () => {
   const { template } = synth();
 
-  test("alarms on lag, errors, throttles, the failure queue, exhaustion, item size and pool use", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 7);
+  test("alarms on lag, errors, throttles, the failure queue, exhaustion, item size, pool use, failed meshes and sweep repairs", () => {
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 9);
     const lambda = (metric: string) => ({ Namespace: "AWS/Lambda", MetricName: metric });
     const own = (metric: string) => ({
       Namespace: METRICS_NAMESPACE,
@@ -373,21 +376,58 @@ describe("observability", () => {
         Threshold: 80,
         ComparisonOperator: "GreaterThanThreshold",
       },
+      {
+        ...own(METRIC.meshFailures),
+        Statistic: "Sum",
+        Period: 60,
+        Threshold: 0,
+        ComparisonOperator: "GreaterThanThreshold",
+        TreatMissingData: "notBreaching",
+      },
+      {
+        // Only the `service` dimension: the total the function emits once per correction.
+        ...own(METRIC.sweepRepairs),
+        Statistic: "Sum",
+        Period: 15 * 60,
+        Threshold: 0,
+        ComparisonOperator: "GreaterThanThreshold",
+        TreatMissingData: "notBreaching",
+      },
     ];
     for (const expected of expectations) {
       template.hasResourceProperties("AWS::CloudWatch::Alarm", expected);
     }
   });
 
-  test("runs the alarm actions on every alarm", () => {
+  test("every alarm notifies the alarm topic, then the further alarm actions", () => {
+    const { template: plain, allocator } = synth();
+    plain.allResourcesProperties("AWS::CloudWatch::Alarm", {
+      AlarmActions: [ref(allocator.alarmTopic)],
+    });
+
     let topic: Topic | undefined;
-    const { template: withActions } = synth((stack) => {
+    const { template: withActions, allocator: withActionsAllocator } = synth((stack) => {
       topic = new Topic(stack, "Ops");
       return { alarmActions: [new SnsAction(topic)] };
     });
     if (!topic) throw new Error("topic not created");
-    withActions.allResourcesProperties("AWS::CloudWatch::Alarm", { AlarmActions: [ref(topic)] });
-    template.allResourcesProperties("AWS::CloudWatch::Alarm", { AlarmActions: Match.absent() });
+    withActions.allResourcesProperties("AWS::CloudWatch::Alarm", {
+      AlarmActions: [ref(withActionsAllocator.alarmTopic), ref(topic)],
+    });
+  });
+
+  test("a given alarm topic replaces the created one", () => {
+    let topic: Topic | undefined;
+    const { template: given, allocator } = synth((stack) => {
+      topic = new Topic(stack, "Ops");
+      return { alarmTopic: topic };
+    });
+    if (!topic) throw new Error("topic not created");
+    expect(allocator.alarmTopic).toBe(topic);
+    expect(allocator.alarmTopicKey).toBeUndefined();
+    given.resourceCountIs("AWS::SNS::Topic", 1);
+    given.resourceCountIs("AWS::KMS::Key", 0);
+    given.allResourcesProperties("AWS::CloudWatch::Alarm", { AlarmActions: [ref(topic)] });
   });
 
   test("has a dashboard with lag, invocations, errors, allocations, releases, pool use and item size", () => {
@@ -404,6 +444,10 @@ describe("observability", () => {
       METRIC.poolUsedPercent,
       METRIC.exhausted,
       METRIC.itemBytes,
+      METRIC.meshFailures,
+      METRIC.sweepRepairs,
+      METRIC.sweepMeshes,
+      METRIC.sweepCycles,
       "ApproximateNumberOfMessagesVisible",
     ]) {
       expect(body, `dashboard shows ${metric}`).toContain(`\\"${metric}\\"`);

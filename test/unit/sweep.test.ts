@@ -59,7 +59,9 @@ function violations(world: World): string[] {
 
 function writes(world: World): number {
   const written = (op: string) =>
-    !/get|read|scan|meshPage|itemPage|meshExists|dataplanes|present|servicesOf|entriesOf|ingresses/.test(op);
+    !/get|read|scan|meshPage|itemPage|meshExists|dataplanes|present|servicesOf|entriesOf|ingresses/.test(
+      op,
+    );
   return (
     world.vipItems.requests.filter(written).length + world.claims.requests.filter(written).length
   );
