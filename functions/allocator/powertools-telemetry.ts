@@ -32,9 +32,9 @@ export class PowertoolsTelemetry implements Telemetry {
     this.metrics.addMetric(name, UNITS[unit], value);
   }
 
-  repair(kind: string, data: Record<string, unknown>): void {
-    this.logger.warn("sweep repair", { kind, ...data });
-    this.metrics.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);
+  repair(kind: string, data: Record<string, unknown>, expected = false): void {
+    this.logger.warn("sweep repair", { kind, ...data, ...(expected ? { backfill: true } : {}) });
+    if (!expected) this.metrics.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);
     const single = this.metrics.singleMetric();
     single.addDimension(SWEEP_REPAIR_DIMENSION, kind);
     single.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);

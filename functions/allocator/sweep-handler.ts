@@ -78,7 +78,8 @@ export function createSweepHandler(
         },
         {
           stored: true,
-          restart: event.vipAllocator === "backfill" || event.restart === true,
+          restart: event.vipAllocator === "sweep" && event.restart === true,
+          backfill: event.vipAllocator === "backfill",
           ...(deadline !== undefined ? { deadline } : {}),
         },
       );

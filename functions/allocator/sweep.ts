@@ -95,6 +95,8 @@ export interface SweepOptions {
   readonly stored?: boolean;
   /** Start a new cycle even if the stored one is unfinished. */
   readonly restart?: boolean;
+  /** A new cycle after a deployment onto existing tables: its corrections are expected. */
+  readonly backfill?: boolean;
   /** Items per page of each table. */
   readonly pageSize?: number;
   /** Each correction (made, or with `dryRun` found), as it happens. */
@@ -186,7 +188,8 @@ class Sweep {
     if (this.stored) {
       const saved = await this.ports.claims.getSweepState();
       this.storedVersion = saved?.version;
-      if (saved !== undefined && saved.phase !== "done" && this.options.restart !== true) {
+      const restart = this.options.restart === true || this.options.backfill === true;
+      if (saved !== undefined && saved.phase !== "done" && !restart) {
         this.state = saved;
       }
       this.previousDelta = saved?.phase === "done" ? saved.counterDelta : saved?.previousDelta;
@@ -248,6 +251,7 @@ class Sweep {
       repairs: 0,
       addressesInRange: 0,
       counterAtStart: undefined,
+      ...(this.options.backfill === true ? { backfill: true } : {}),
       version: 0,
     };
   }
@@ -341,12 +345,16 @@ class Sweep {
     this.advance({ repairs: this.state.repairs + 1 });
     this.options.onRepair?.(repair);
     if (!this.dry) {
-      this.ports.telemetry.repair(repair.kind, {
-        ...(repair.mesh !== undefined ? { mesh: repair.mesh } : {}),
-        ...(repair.service !== undefined ? { service: repair.service } : {}),
-        ...(repair.detail ?? {}),
-        cycle: this.state.cycle,
-      });
+      this.ports.telemetry.repair(
+        repair.kind,
+        {
+          ...(repair.mesh !== undefined ? { mesh: repair.mesh } : {}),
+          ...(repair.service !== undefined ? { service: repair.service } : {}),
+          ...(repair.detail ?? {}),
+          cycle: this.state.cycle,
+        },
+        this.state.backfill === true,
+      );
     }
   }
 

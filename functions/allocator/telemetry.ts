@@ -11,9 +11,10 @@ export interface Telemetry {
   metric(name: MetricName, unit: MetricUnitName, value: number): void;
   /**
    * One structured line per correction the repair sweep made, and the `SweepRepairs` metric
-   * (once without and once with the `kind` dimension).
+   * with the `kind` dimension, and (what the alarm watches) without it unless `expected` (a
+   * backfill's corrections are its purpose, not a sign that the event path missed something).
    */
-  repair(kind: string, data: Record<string, unknown>): void;
+  repair(kind: string, data: Record<string, unknown>, expected?: boolean): void;
   /** One structured line per skipped piece of bad input, naming table, key, field, reason. */
   badInput(issue: InputIssue): void;
   info(message: string, data?: Record<string, unknown>): void;

@@ -453,6 +453,7 @@ export function decodeSweepState(item: Item | undefined): SweepState | undefined
     counterAtStart: typeof item.counterAtStart === "number" ? item.counterAtStart : undefined,
     ...(typeof item.finishedAt === "number" ? { finishedAt: item.finishedAt } : {}),
     ...(typeof item.counterDelta === "number" ? { counterDelta: item.counterDelta } : {}),
+    ...(item.backfill === true ? { backfill: true } : {}),
     ...(typeof item.previousDelta === "number" ? { previousDelta: item.previousDelta } : {}),
     version: num(item.version),
   };

@@ -231,6 +231,8 @@ export interface SweepState {
   readonly previousDelta?: number;
   /** Epoch ms when the cycle ended (phase `done`). */
   readonly finishedAt?: number;
+  /** A backfill's cycle: its corrections are expected (not counted for the alarm). */
+  readonly backfill?: boolean;
   readonly version: number;
 }
 

@@ -258,6 +258,37 @@ describe("the repair sweep", () => {
     expect(violations(world)).toEqual([]);
   });
 
+  it("marks a backfill's corrections as expected (the alarm's metric leaves them out) for its whole cycle", async () => {
+    // Arrange
+    const { world } = crashableWorld();
+    seed(world);
+    const settings = { ...world.batchSettings(), serviceSet: "index" as const };
+    let tick = 0;
+    const slow = { ...settings, now: () => world.nowMs + 1_000 * tick++ };
+
+    // Act: the backfill runs out of time; the next scheduled sweep finishes its cycle.
+    const first = await sweep(portsOf(world), slow, {
+      stored: true,
+      backfill: true,
+      pageSize: 1,
+      deadline: world.nowMs + 12_000,
+    });
+    const rest = await sweep(portsOf(world), settings, { stored: true });
+    world.source.deleteMesh("payments");
+    const later = await sweep(portsOf(world), settings, { stored: true });
+
+    // Assert
+    expect(first.finished).toBe(false);
+    expect(rest.cycle).toBe(first.cycle);
+    expect(first.repairs.length + rest.repairs.length).toBeGreaterThan(0);
+    const backfilled = world.telemetry.repairs.filter((r) => r.data.cycle === first.cycle);
+    expect(backfilled.length).toBe(first.repairs.length + rest.repairs.length);
+    expect(backfilled.every((r) => r.expected)).toBe(true);
+    expect(later.repairs.map((r) => r.kind)).toEqual(["item-of-deleted-mesh"]);
+    expect(world.telemetry.repairs.at(-1)?.expected).toBe(false);
+    expect(world.telemetry.total("SweepRepairs")).toBe(1);
+  });
+
   it("lets only one of two stored sweeps go on", async () => {
     // Arrange
     const { world } = crashableWorld();
