@@ -126,6 +126,12 @@ function referenced(expression: string | undefined, input: Record<string, unknow
 export class CostMeter {
   private totals = emptyTotals();
   private readonly keys = new Map<string, string[]>();
+  private readonly indexes = new Map<
+    string,
+    Array<{ keys: string[]; indexKeys: string[]; include: string[] | "ALL" }>
+  >();
+  /** The item a PutItem or DeleteItem replaces, on tables with indexes (read before it). */
+  private replaced: Item | undefined;
 
   /** `side`: an unmetered client on the same endpoint, for the meter's own reads. */
   constructor(private readonly side: DynamoDBClient) {}
@@ -183,13 +189,70 @@ export class CostMeter {
   }
 
   private async keyNames(table: string): Promise<string[]> {
-    let names = this.keys.get(table);
-    if (names === undefined) {
-      const described = await this.side.send(new DescribeTableCommand({ TableName: table }));
-      names = (described.Table?.KeySchema ?? []).map((key) => key.AttributeName as string);
-      this.keys.set(table, names);
+    await this.describe(table);
+    return this.keys.get(table) ?? [];
+  }
+
+  /** Key names and global secondary indexes of a table, described once. */
+  private async describe(table: string): Promise<void> {
+    if (this.keys.has(table)) return;
+    const described = await this.side.send(new DescribeTableCommand({ TableName: table }));
+    const keyNames = (described.Table?.KeySchema ?? []).map((key) => key.AttributeName as string);
+    this.keys.set(table, keyNames);
+    this.indexes.set(
+      table,
+      (described.Table?.GlobalSecondaryIndexes ?? []).map((index) => ({
+        keys: [
+          ...new Set([
+            ...keyNames,
+            ...(index.KeySchema ?? []).map((key) => key.AttributeName as string),
+          ]),
+        ],
+        indexKeys: (index.KeySchema ?? []).map((key) => key.AttributeName as string),
+        include:
+          index.Projection?.ProjectionType === "ALL"
+            ? "ALL"
+            : (index.Projection?.NonKeyAttributes ?? []),
+      })),
+    );
+  }
+
+  /**
+   * Write units a table's global secondary indexes add to a write that turned `before` into
+   * `after` (undefined: absent): one index write per index whose projected item changed, billed
+   * by the projected size, as DynamoDB bills index writes.
+   */
+  private async indexWriteUnits(
+    table: string,
+    before: Item | undefined,
+    after: Item | undefined,
+  ): Promise<number> {
+    await this.describe(table);
+    let units = 0;
+    for (const index of this.indexes.get(table) ?? []) {
+      const projected = (item: Item | undefined): Item | undefined => {
+        if (item === undefined || index.indexKeys.some((key) => item[key] === undefined)) {
+          return undefined;
+        }
+        if (index.include === "ALL") return item;
+        const names = [...index.keys, ...index.include];
+        return Object.fromEntries(
+          names.filter((name) => item[name] !== undefined).map((name) => [name, item[name]]),
+        ) as Item;
+      };
+      const [was, now] = [projected(before), projected(after)];
+      if (was === undefined && now === undefined) continue;
+      if (JSON.stringify(was) === JSON.stringify(now)) continue;
+      units += writeUnits(Math.max(itemSize(was), itemSize(now)));
     }
-    return names;
+    return units;
+  }
+
+  private async itemAt(table: string, key: Item): Promise<Item | undefined> {
+    const result = await this.side.send(
+      new GetItemCommand({ TableName: table, Key: key, ConsistentRead: true }),
+    );
+    return result.Item as Item | undefined;
   }
 
   private async keyOf(table: string, item: Item): Promise<Item> {
@@ -208,9 +271,14 @@ export class CostMeter {
   private async before(operation: string, input: Record<string, unknown>): Promise<number[]> {
     const sizes: number[] = [];
     const table = input.TableName as string;
-    if (operation === "PutItemCommand") {
-      sizes.push(await this.sizeOf(table, await this.keyOf(table, input.Item as Item)));
-    } else if (operation === "UpdateItemCommand" || operation === "DeleteItemCommand") {
+    if (operation === "PutItemCommand" || operation === "DeleteItemCommand") {
+      const key =
+        operation === "PutItemCommand"
+          ? await this.keyOf(table, input.Item as Item)
+          : (input.Key as Item);
+      this.replaced = await this.itemAt(table, key);
+      sizes.push(itemSize(this.replaced));
+    } else if (operation === "UpdateItemCommand") {
       sizes.push(await this.sizeOf(table, input.Key as Item));
     } else if (operation === "BatchWriteItemCommand") {
       for (const [name, requests] of Object.entries(
@@ -326,9 +394,13 @@ export class CostMeter {
       }
       case "PutItemCommand": {
         const after = itemSize(input.Item as Item);
+        const indexes =
+          failure === undefined
+            ? await this.indexWriteUnits(table as string, this.replaced, input.Item as Item)
+            : 0;
         this.count(
           table as string,
-          { writeUnits: writeUnits(Math.max(before[0] ?? 0, after)) },
+          { writeUnits: writeUnits(Math.max(before[0] ?? 0, after)) + indexes },
           input.Item as Item,
         );
         return;
@@ -344,7 +416,15 @@ export class CostMeter {
         return;
       }
       case "DeleteItemCommand": {
-        this.count(table as string, { writeUnits: writeUnits(before[0] ?? 0) }, input.Key as Item);
+        const indexes =
+          failure === undefined
+            ? await this.indexWriteUnits(table as string, this.replaced, undefined)
+            : 0;
+        this.count(
+          table as string,
+          { writeUnits: writeUnits(before[0] ?? 0) + indexes },
+          input.Key as Item,
+        );
         return;
       }
       case "BatchWriteItemCommand": {

@@ -6,13 +6,14 @@ import {
   Billing,
   type CfnGlobalTable,
   type ITableV2,
+  ProjectionType,
   StreamViewType,
   TableEncryptionV2,
   type TablePropsV2,
   TableV2,
 } from "aws-cdk-lib/aws-dynamodb";
 import {
-  type Grant,
+  Grant,
   type IGrantable,
   type IRole,
   PolicyStatement,
@@ -41,6 +42,7 @@ import {
   type KeyDefinition,
   MESHES_TABLE,
   type TableDefinition,
+  VERSIONS_INDEX,
   VIPS_TABLE,
 } from "../functions/store/table-definitions.ts";
 import {
@@ -218,7 +220,8 @@ export class VipAllocator extends Construct {
     // sources add the stream reads and the failure-queue sends.
     this.meshesTable.grants.readData(this.function);
     this.dataplanesTable.grants.readData(this.function);
-    this.vipsTable.grants.readWriteData(this.function);
+    // The vips table's own items only: the function never reads its versions index.
+    grantOnTable(this.vipsTable, this.function, [...DATA_READ, ...DATA_WRITE], false);
     this.claimsTable.grants.readWriteData(this.function);
     this.indexTable.grants.readWriteData(this.function);
 
@@ -327,7 +330,7 @@ export class VipAllocator extends Construct {
    * public output of the allocator. The private `claims` table is not included.
    */
   grantRead(grantee: IGrantable): Grant {
-    return this.vipsTable.grants.readData(grantee);
+    return grantOnTable(this.vipsTable, grantee, DATA_READ, true);
   }
 
   /**
@@ -353,6 +356,16 @@ export class VipAllocator extends Construct {
       partitionKey: attribute(def.partitionKey),
       ...(def.sortKey ? { sortKey: attribute(def.sortKey) } : {}),
       ...(def.stream ? { dynamoStream: StreamViewType[def.stream] } : {}),
+      ...(def.indexes !== undefined && def.indexes.length > 0
+        ? {
+            globalSecondaryIndexes: def.indexes.map((index) => ({
+              indexName: index.name,
+              partitionKey: attribute(index.partitionKey),
+              projectionType: ProjectionType.INCLUDE,
+              nonKeyAttributes: [...index.include],
+            })),
+          }
+        : {}),
       billing: Billing.onDemand(),
       // Explicit: cdk-nag's DDB3 checks only CfnTable, not the GlobalTable TableV2 emits.
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
@@ -539,4 +552,49 @@ function renderedReplicas(cfn: CfnGlobalTable): { Region?: unknown }[] {
     replicas = stack.resolve(cfn.replicas);
   }
   return Array.isArray(replicas) ? (replicas as { Region?: unknown }[]) : [];
+}
+
+/** DynamoDB's data reads and writes, as TableV2's `readData`/`readWriteData` grant them. */
+const DATA_READ = [
+  "dynamodb:BatchGetItem",
+  "dynamodb:ConditionCheckItem",
+  "dynamodb:DescribeTable",
+  "dynamodb:GetItem",
+  "dynamodb:GetRecords",
+  "dynamodb:GetShardIterator",
+  "dynamodb:Query",
+  "dynamodb:Scan",
+];
+const DATA_WRITE = [
+  "dynamodb:BatchWriteItem",
+  "dynamodb:DeleteItem",
+  "dynamodb:PutItem",
+  "dynamodb:UpdateItem",
+];
+
+/**
+ * A grant on the vips table scoped to exact ARNs: the table, and (for readers) its `versions`
+ * index by name, where TableV2's grants add `index/*` for a table with an index. The table's
+ * customer-managed key, if any, is granted as TableV2 would.
+ */
+function grantOnTable(
+  table: TableV2,
+  grantee: IGrantable,
+  actions: readonly string[],
+  withVersionsIndex: boolean,
+): Grant {
+  const grant = Grant.addToPrincipal({
+    grantee,
+    actions: [...actions],
+    resourceArns: [
+      table.tableArn,
+      ...(withVersionsIndex ? [`${table.tableArn}/index/${VERSIONS_INDEX.name}`] : []),
+    ],
+  });
+  const writes = actions.some((action) => DATA_WRITE.includes(action));
+  if (table.encryptionKey !== undefined) {
+    if (writes) table.encryptionKey.grantEncryptDecrypt(grantee);
+    else table.encryptionKey.grantDecrypt(grantee);
+  }
+  return grant;
 }

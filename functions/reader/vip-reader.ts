@@ -3,10 +3,13 @@
  * fresh by a cheap version probe, answering `get`, `lookup`, `reverse` and `meshes` from memory.
  *
  * The probe (docs/readers.md, "Costs"):
- * - all meshes (default): one keys-only paged Scan returning `mesh`, `version` and
- *   `incarnation` of every item; it is also the discovery of new and removed meshes;
- * - a fixed list of meshes (`meshes` option): one GetItem per mesh projecting the same three
- *   attributes; no discovery.
+ * - all meshes (default): one paged Scan of the table's `versions` index, which holds only
+ *   `mesh`, `version` and `incarnation` of every item (billed by those few bytes, where a read
+ *   of the table is billed by the whole item whatever the projection); it is also the discovery
+ *   of new and removed meshes;
+ * - a fixed list of meshes (`meshes` option): one Query of that index per mesh; no discovery.
+ * Strongly consistent probes (`consistentRead: true`; an index cannot serve them), and tables
+ * created without the index, read the table itself, projecting the same three attributes.
  * Then a GetItem of the full item only for meshes whose version (or incarnation) moved. Reads
  * are eventually consistent unless `consistentRead: true`.
  */
@@ -14,10 +17,11 @@ import {
   type AttributeValue,
   type DynamoDBClient,
   GetItemCommand,
+  QueryCommand,
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
 import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
-import { resolveTableNames } from "../store/table-definitions.ts";
+import { resolveTableNames, VERSIONS_INDEX } from "../store/table-definitions.ts";
 import { diffSnapshots, isEmptyDiff, type SnapshotDiff } from "./diff.ts";
 import { readerErrorOf, VipReaderError } from "./errors.ts";
 import {
@@ -110,11 +114,14 @@ export class VipReader {
   private queue: Promise<unknown> = Promise.resolve();
   private refreshed = false;
   private stats: RefreshStats = { probeRequests: 0, fetches: 0, meshes: 0 };
+  /** Probe the `versions` index (false once the table turned out not to have it). */
+  private viaIndex: boolean;
 
   constructor(options: VipReaderOptions) {
     this.client = options.client;
     this.table = options.table ?? resolveTableNames(process.env).vips;
     this.consistent = options.consistentRead === true;
+    this.viaIndex = !this.consistent;
     this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];
     this.onMalformed = options.onMalformed ?? defaultMalformed;
     this.concurrency = Math.max(1, options.fetchConcurrency ?? 8);
@@ -234,16 +241,36 @@ export class VipReader {
     }
   }
 
+  /**
+   * Runs a probe on the `versions` index; a table created before the index existed (the
+   * request fails naming the index) is probed on the table itself from then on.
+   */
+  private async probeRequest<T>(operation: string, request: (index: boolean) => Promise<T>) {
+    if (this.viaIndex) {
+      try {
+        return await request(true);
+      } catch (error) {
+        const name = error instanceof Error ? error.name : "";
+        const message = error instanceof Error ? error.message : "";
+        if (name !== "ValidationException" || !/index/i.test(message)) {
+          throw readerErrorOf(error, this.table, operation);
+        }
+        this.viaIndex = false;
+      }
+    }
+    return await this.send(operation, () => request(false));
+  }
+
   private async probeAll(): Promise<{ probes: Map<string, Probe>; requests: number }> {
     const probes = new Map<string, Probe>();
     let start: Record<string, AttributeValue> | undefined;
     let requests = 0;
     do {
-      const page = await this.send("Scan", () =>
+      const page = await this.probeRequest("Scan", (index) =>
         this.client.send(
           new ScanCommand({
             TableName: this.table,
-            ConsistentRead: this.consistent,
+            ...(index ? { IndexName: VERSIONS_INDEX.name } : { ConsistentRead: this.consistent }),
             ...PROBE_PROJECTION,
             ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
           }),
@@ -261,17 +288,30 @@ export class VipReader {
   ): Promise<{ probes: Map<string, Probe>; requests: number }> {
     const probes = new Map<string, Probe>();
     await this.pool(meshes, async (mesh) => {
-      const result = await this.send("GetItem", () =>
-        this.client.send(
-          new GetItemCommand({
+      const item = await this.probeRequest("GetItem", async (index) => {
+        if (!index) {
+          const result = await this.client.send(
+            new GetItemCommand({
+              TableName: this.table,
+              Key: { mesh: { S: mesh } },
+              ConsistentRead: this.consistent,
+              ...PROBE_PROJECTION,
+            }),
+          );
+          return result.Item;
+        }
+        const result = await this.client.send(
+          new QueryCommand({
             TableName: this.table,
-            Key: { mesh: { S: mesh } },
-            ConsistentRead: this.consistent,
+            IndexName: VERSIONS_INDEX.name,
+            KeyConditionExpression: "#m = :m",
+            ExpressionAttributeValues: { ":m": { S: mesh } },
             ...PROBE_PROJECTION,
           }),
-        ),
-      );
-      if (result.Item !== undefined) this.addProbe(probes, fromAttributeMap(result.Item));
+        );
+        return result.Items?.[0];
+      });
+      if (item !== undefined) this.addProbe(probes, fromAttributeMap(item));
     });
     return { probes, requests: meshes.length };
   }

@@ -11,6 +11,9 @@ import { ALL_TABLES, type TableDefinition, type TableNames } from "./table-defin
 /** Maps one table definition to the CreateTable input (on-demand, as in the CDK stack). */
 export function createTableInput(def: TableDefinition, tableName: string): CreateTableCommandInput {
   const keys = def.sortKey ? [def.partitionKey, def.sortKey] : [def.partitionKey];
+  for (const index of def.indexes ?? []) {
+    if (!keys.some((key) => key.name === index.partitionKey.name)) keys.push(index.partitionKey);
+  }
   return {
     TableName: tableName,
     BillingMode: "PAY_PER_REQUEST",
@@ -21,6 +24,18 @@ export function createTableInput(def: TableDefinition, tableName: string): Creat
     ],
     ...(def.stream
       ? { StreamSpecification: { StreamEnabled: true, StreamViewType: def.stream } }
+      : {}),
+    ...(def.indexes !== undefined && def.indexes.length > 0
+      ? {
+          GlobalSecondaryIndexes: def.indexes.map((index) => ({
+            IndexName: index.name,
+            KeySchema: [{ AttributeName: index.partitionKey.name, KeyType: "HASH" as const }],
+            Projection: {
+              ProjectionType: "INCLUDE" as const,
+              NonKeyAttributes: [...index.include],
+            },
+          })),
+        }
       : {}),
   };
 }

@@ -24,7 +24,26 @@ export interface TableDefinition {
   readonly sortKey?: KeyDefinition;
   /** Stream view type, or undefined for no stream. */
   readonly stream?: "NEW_AND_OLD_IMAGES";
+  /** Global secondary indexes, each holding the key and the `include`d attributes only. */
+  readonly indexes?: readonly IndexDefinition[];
 }
+
+export interface IndexDefinition {
+  readonly name: string;
+  readonly partitionKey: KeyDefinition;
+  readonly include: readonly string[];
+}
+
+/**
+ * The versions of the VIP items, and nothing else: a reader's version probe reads this index
+ * (a Scan billed by the few bytes each entry holds) instead of the items (billed by their
+ * whole size, whatever the projection).
+ */
+export const VERSIONS_INDEX: IndexDefinition = {
+  name: "versions",
+  partitionKey: { name: "mesh", type: "S" },
+  include: ["version", "incarnation"],
+};
 
 export const MESHES_TABLE: TableDefinition = {
   id: "meshes",
@@ -49,6 +68,7 @@ export const VIPS_TABLE: TableDefinition = {
   envVar: "VIPS_TABLE",
   defaultName: "vips",
   partitionKey: { name: "mesh", type: "S" },
+  indexes: [VERSIONS_INDEX],
 };
 
 /**

@@ -6,9 +6,11 @@
 import {
   BatchGetItemCommand,
   DynamoDBClient,
+  type DynamoDBClientConfig,
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
+  ScanCommand,
   TransactWriteItemsCommand,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,6 +75,7 @@ describe("the meter on moto_server", () => {
   let moto: MotoServer;
   let raw: DynamoDBClient;
   let client: DynamoDBClient;
+  let clientConfig: DynamoDBClientConfig;
   const tables = {
     meshes: "cm-meshes",
     dataplanes: "cm-dataplanes",
@@ -88,6 +91,7 @@ describe("the meter on moto_server", () => {
       region: "us-east-1",
       credentials: { accessKeyId: "test", secretAccessKey: "test" },
     };
+    clientConfig = config;
     raw = new DynamoDBClient(config);
     client = new DynamoDBClient(config);
     await createTables(raw, tables);
@@ -183,5 +187,36 @@ describe("the meter on moto_server", () => {
       writeUnits: 2,
     });
     expect(totals.byOperation.get("PutItemCommand")).toBe(4);
+  });
+
+  it("adds the write of the versions index to a VIP item write that changes its version", async () => {
+    // Arrange: a 2 KB VIP item; its index entry holds mesh, version and incarnation (< 1 KB).
+    const meter = new CostMeter(raw);
+    const metered = new DynamoDBClient(clientConfig);
+    meter.install(metered);
+    const item = (version: string, incarnation: string) => ({
+      mesh: { S: "m" },
+      version: { N: version },
+      incarnation: { S: incarnation },
+      vips: { S: "x".repeat(2000) },
+    });
+
+    // Act
+    await metered.send(new PutItemCommand({ TableName: tables.vips, Item: item("1", "i") }));
+    const created = meter.snapshot().writeUnits;
+    await metered.send(new PutItemCommand({ TableName: tables.vips, Item: item("1", "i") }));
+    const unchanged = meter.snapshot().writeUnits - created;
+    await metered.send(new PutItemCommand({ TableName: tables.vips, Item: item("2", "i") }));
+    const moved = meter.snapshot().writeUnits - created - unchanged;
+    metered.destroy();
+    const scanned = await client.send(
+      new ScanCommand({ TableName: tables.vips, IndexName: "versions" }),
+    );
+
+    // Assert: 2 (item) + 1 (index); 2 + 0 (the index entry is the same); 2 + 1.
+    expect([created, unchanged, moved]).toEqual([3, 2, 3]);
+    expect(scanned.Items).toEqual([
+      { mesh: { S: "m" }, version: { N: "2" }, incarnation: { S: "i" } },
+    ]);
   });
 });

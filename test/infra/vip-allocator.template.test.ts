@@ -268,14 +268,20 @@ describe("least privilege", () => {
     expect(policies).not.toMatch(/"dynamodb:\*"|"sqs:\*"|"logs:\*"/);
   });
 
-  test("grantRead lets a downstream reader read the vips table and nothing else", () => {
+  test("grantRead lets a downstream reader read the vips table and its versions index, nothing else", () => {
     const { stack, allocator } = build();
     const reader = new Role(stack, "DownstreamReader", {
       assumedBy: new ServicePrincipal("ecs-tasks.amazonaws.com"),
     });
     allocator.grantRead(reader);
+    const versions = {
+      "Fn::Join": ["", [getAtt(allocator.vipsTable, "Arn"), "/index/versions"]],
+    };
     expect(permissionsOf(Template.fromStack(stack), reader)).toEqual(
-      new Map([[JSON.stringify(getAtt(allocator.vipsTable, "Arn")), READ_DATA]]),
+      new Map([
+        [JSON.stringify(getAtt(allocator.vipsTable, "Arn")), READ_DATA],
+        [JSON.stringify(versions), READ_DATA],
+      ]),
     );
   });
 });

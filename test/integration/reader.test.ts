@@ -1,7 +1,12 @@
 import { createSocket } from "node:dgram";
 import { Resolver } from "node:dns/promises";
 import { connect } from "node:net";
-import { DescribeTableCommand, DynamoDBClient, UpdateTableCommand } from "@aws-sdk/client-dynamodb";
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  UpdateTableCommand,
+} from "@aws-sdk/client-dynamodb";
 import {
   DescribeStreamCommand,
   DynamoDBStreamsClient,
@@ -133,7 +138,7 @@ describe("VipReader on moto_server", () => {
     expect(reader.get("big")?.vips.size).toBe(3000);
     expect(reader.lookup("svc-2999_ns_svc_8080")).toMatchObject({ vip: "240.1.11.183" });
 
-    // Nothing changes: every request is the keys-only probe.
+    // Nothing changes: every request is the probe, a Scan of the versions index.
     calls.length = 0;
     const quiet: SnapshotDiff[] = [];
     for (let i = 0; i < 3; i++) quiet.push(await reader.refresh());
@@ -141,10 +146,11 @@ describe("VipReader on moto_server", () => {
     expect(commands(calls)).toEqual(["ScanCommand", "ScanCommand", "ScanCommand"]);
     for (const call of calls) {
       expect(call.input).toMatchObject({
+        IndexName: "versions",
         ProjectionExpression: "#m, #v, #i",
         ExpressionAttributeNames: { "#m": "mesh", "#v": "version", "#i": "incarnation" },
-        ConsistentRead: false,
       });
+      expect(call.input).not.toHaveProperty("ConsistentRead");
     }
     expect(reader.lastRefresh).toEqual({ probeRequests: 1, fetches: 0, meshes: 3 });
 
@@ -189,6 +195,52 @@ describe("VipReader on moto_server", () => {
     calls.length = 0;
     await reader.refresh();
     expect(commands(calls)).toEqual(["GetItemCommand", "GetItemCommand"]);
+    client.destroy();
+  });
+
+  it("probes listed meshes with a Query of the versions index each, eventually consistent", async () => {
+    const { client, calls } = recordingClient();
+    const reader = new VipReader({
+      client,
+      table: world.tables.vips,
+      meshes: ["payments", "nowhere"],
+    });
+    await reader.refresh();
+    calls.length = 0;
+    await reader.refresh();
+    expect(reader.meshes()).toEqual(["payments"]);
+    expect(commands(calls)).toEqual(["QueryCommand", "QueryCommand"]);
+    expect(calls.every((call) => call.input.IndexName === "versions")).toBe(true);
+    client.destroy();
+  });
+
+  it("probes the table itself when it was created without the versions index", async () => {
+    // Arrange: a vips table as older versions created it, with one item.
+    const table = `${world.tables.vips}-noindex`;
+    await world.client.send(
+      new CreateTableCommand({
+        TableName: table,
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: [{ AttributeName: "mesh", AttributeType: "S" }],
+        KeySchema: [{ AttributeName: "mesh", KeyType: "HASH" }],
+      }),
+    );
+    const copy = await world.vipItem("payments");
+    if (copy === undefined) throw new Error("payments has no item");
+    const doc = new DocumentClient(world.client);
+    await doc.put({ TableName: table, Item: encodeVipItem(copy).stored });
+    const { client, calls } = recordingClient();
+    const reader = new VipReader({ client, table });
+
+    // Act
+    await reader.refresh();
+    calls.length = 0;
+    await reader.refresh();
+
+    // Assert
+    expect(reader.get("payments")?.version).toBe(copy?.version);
+    expect(commands(calls)).toEqual(["ScanCommand"]);
+    expect(calls[0]?.input.IndexName).toBeUndefined();
     client.destroy();
   });
 
