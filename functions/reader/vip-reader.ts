@@ -53,6 +53,12 @@ export interface VipReaderOptions {
    * keeps its last good view, if any. @default one JSON line on stderr
    */
   readonly onMalformed?: (item: MalformedItem) => void;
+  /**
+   * Where the eventually consistent probe reads: the table's `versions` index (billed by the
+   * few bytes of each entry) or the table itself (billed by each item's whole size). A table
+   * without the index is probed on the table whatever this says. @default "index"
+   */
+  readonly probe?: "index" | "table";
   /** Full-item fetches in flight at once. @default 8 */
   readonly fetchConcurrency?: number;
 }
@@ -121,7 +127,7 @@ export class VipReader {
     this.client = options.client;
     this.table = options.table ?? resolveTableNames(process.env).vips;
     this.consistent = options.consistentRead === true;
-    this.viaIndex = !this.consistent;
+    this.viaIndex = !this.consistent && options.probe !== "table";
     this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];
     this.onMalformed = options.onMalformed ?? defaultMalformed;
     this.concurrency = Math.max(1, options.fetchConcurrency ?? 8);

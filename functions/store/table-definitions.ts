@@ -85,8 +85,8 @@ export const CLAIMS_TABLE: TableDefinition = {
 
 /**
  * The allocator's private membership index (store/index-items.ts): contributor entries
- * (`m#<mesh>` / `<service>#<dataplane id>`) and one record per dataplane (`d#<dataplane id>`
- * / `-`) of what it contributes now. Derived from the dataplanes table; rebuildable from it.
+ * (`m#<mesh>` / `<service>#<dataplane id>`) and one record per dataplane (`d#<mesh>` /
+ * `<name>`) of what it contributes now. Derived from the dataplanes table; rebuildable from it.
  */
 export const INDEX_TABLE: TableDefinition = {
   id: "index",
