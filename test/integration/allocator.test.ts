@@ -23,8 +23,11 @@ afterAll(async () => {
   await moto?.stop();
 });
 
-async function world(env: Record<string, string> = {}): Promise<World> {
-  const created = await createWorld(moto, env);
+async function world(
+  env: Record<string, string> = {},
+  options: { now?: () => number } = {},
+): Promise<World> {
+  const created = await createWorld(moto, env, options);
   worlds.push(created);
   return created;
 }
@@ -116,7 +119,13 @@ describe("the allocator against moto_server with real stream records", () => {
   });
 
   it("hands a freed address to another service only after the quarantine", async () => {
-    const w = await world({ VIP_CIDR: "10.0.0.0/30", VIP_QUARANTINE_SECONDS: "1" });
+    // The handler's clock moves only when the test says so: the quarantine runs out between
+    // the two drains whatever the machine's speed.
+    let clock = Date.parse("2026-12-01T00:00:00Z");
+    const w = await world(
+      { VIP_CIDR: "10.0.0.0/30", VIP_QUARANTINE_SECONDS: "60" },
+      { now: () => clock },
+    );
     await w.putMesh("m");
     await w.putDataplane(dataplane("m", "dp", ["s0", "s1", "s2", "s3"]));
     await w.drain();
@@ -127,7 +136,16 @@ describe("the allocator against moto_server with real stream records", () => {
     await w.drain();
     expect((await w.vipItem("m"))?.unallocated).toHaveProperty("n0");
 
-    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    clock += 59_000;
+    await w.putDataplane(dataplane("m", "dp-new", ["n0", "n1", "n2"]));
+    await w.drain();
+    expect(Object.keys((await w.vipItem("m"))?.unallocated ?? {}).sort()).toEqual([
+      "n0",
+      "n1",
+      "n2",
+    ]);
+
+    clock += 2_000;
     await w.putDataplane(dataplane("m", "dp-new", ["n0", "n1"]));
     await w.drain();
     const item = await w.vipItem("m");

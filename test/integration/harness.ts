@@ -56,6 +56,8 @@ export interface WorldOptions {
    * faults); the test's own reads and writes keep using a clean client.
    */
   readonly handlerClient?: (client: DynamoDBClient) => void;
+  /** The handler's clock (quarantines run out on it, not on the wall clock). */
+  readonly now?: () => number;
 }
 
 export async function createWorld(
@@ -94,7 +96,11 @@ export async function createWorld(
     });
     options.handlerClient(handlerClient);
   }
-  const handler = createStreamHandler(config, { client: handlerClient, telemetry });
+  const handler = createStreamHandler(config, {
+    client: handlerClient,
+    telemetry,
+    ...(options.now !== undefined ? { now: options.now } : {}),
+  });
   const delivered: DynamoDBStreamEvent[] = [];
   const poller = new StreamPoller({
     endpoint: moto.endpoint,

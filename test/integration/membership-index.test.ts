@@ -197,7 +197,8 @@ describe("incremental passes on moto_server", () => {
   });
 });
 
-describe("the index builder on moto_server", () => {
+// 2,000 dataplanes through moto_server take about 20 s alone, and more beside other test files.
+describe("the index builder on moto_server", { timeout: 180_000 }, () => {
   it("derives the index of a table loaded with 2,000 dataplanes and no stream history, idempotently", async () => {
     // Arrange: the tables are written directly; no record reaches the allocator.
     const w = await world();
