@@ -14,6 +14,7 @@
  *   npm run bench:reader
  * Results: bench/results/reader.{md,json}.
  */
+
 import { spawn } from "node:child_process";
 import { createSocket } from "node:dgram";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -34,6 +35,7 @@ import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
+import { seededRandom as random } from "../test/fixtures/in-memory-ports.ts";
 import { CostMeter, itemSize } from "./cost-meter.ts";
 
 const BIG_SERVICES = 20_000;
@@ -122,17 +124,6 @@ async function fullScan(client: DynamoDBClient, table: string): Promise<void> {
   for await (const _page of paginateScan({ client }, { TableName: table })) {
     // the pages are what is billed
   }
-}
-
-/** mulberry32: a seeded generator so every run asks the same names. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface LoadResult {

@@ -29,6 +29,7 @@ import {
 } from "../../functions/reader/index.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 
 let moto: MotoServer;
@@ -428,17 +429,6 @@ describe("the change feed on moto_server", () => {
     }
   });
 });
-
-/** A seeded generator (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TCP_QUERY_ID = 0xbeef;
 

@@ -21,6 +21,7 @@ import {
 } from "../../functions/reader/index.ts";
 import { toAttributeMap } from "../../functions/store/attribute-values.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
 
 function item(mesh: string, vips: Iterable<readonly [string, string]>, version = 1): VipItem {
   return {
@@ -317,17 +318,6 @@ describe("diffs", () => {
     }
   });
 });
-
-/** A seeded generator (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("answerQuery", () => {
   const table = new NameTable(snapshot(view("default", [["web", "240.0.0.1"]])), {
