@@ -1,0 +1,376 @@
+/**
+ * The chaos run: a seeded, randomized history of the input tables, delivered to the real batch
+ * step (processBatch) by two to four concurrent invocations with injected faults (a crash after
+ * a random number of requests, throttling), redeliveries, dropped batches, `VIP_CIDR` changes
+ * and a fake clock over short quarantines; then the repair sweep, then every invariant and
+ * "no leaked membership". One engine for the default suite (test/chaos/chaos.test.ts) and
+ * `npm run chaos` (test/chaos/run.ts). It runs on the in-memory ports, whose `Pause` hook
+ * stands for every DynamoDB request.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { DynamoDBRecord } from "aws-lambda";
+import { processBatch } from "../../functions/allocator/process-batch.ts";
+import { sweep } from "../../functions/allocator/sweep.ts";
+import { VipPool } from "../../functions/domain/pool.ts";
+import type { VipItem } from "../../functions/domain/types.ts";
+import { resolveTableNames } from "../../functions/store/table-definitions.ts";
+import {
+  type DataplaneItem,
+  dataplane,
+  dataplaneRecord,
+  ingress,
+  meshRecord,
+} from "../fixtures/builders.ts";
+import { type Operation, seededRandom } from "../fixtures/in-memory-ports.ts";
+import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
+import { World } from "../unit/reconcile-world.ts";
+
+const TABLES = resolveTableNames({});
+const CIDRS = ["240.0.0.0/27", "240.0.0.0/26", "240.0.0.16/28", "240.0.0.0/29"];
+/** Service and mesh names, property names of Object.prototype among them: names are data. */
+const SERVICES = [
+  "web",
+  "api",
+  "db",
+  "cache",
+  "auth",
+  "search",
+  "constructor",
+  "__proto__",
+  "toString",
+  "a_b",
+];
+const MESHES = ["default", "payments", "edge", "hasOwnProperty"];
+
+export type FaultKind = "crash" | "throttle" | "redelivery" | "dropped" | "cidr-change" | "clock";
+
+export interface ChaosResult {
+  readonly seed: number;
+  readonly operations: readonly string[];
+  readonly faults: ReadonlyMap<FaultKind, number>;
+  readonly invocations: number;
+  readonly violations: readonly string[];
+  readonly leaks: readonly string[];
+  /** Corrections the final sweep made, by kind. */
+  readonly repairs: ReadonlyMap<string, number>;
+  /** Corrections a second sweep made (must be none). */
+  readonly secondRepairs: number;
+}
+
+class Throttled extends Error {
+  constructor(operation: string) {
+    super(`injected throttling on ${operation}`);
+    this.name = "ProvisionedThroughputExceededException";
+  }
+}
+
+class Killed extends Error {
+  constructor(operation: string) {
+    super(`injected crash before ${operation}`);
+    this.name = "InjectedCrash";
+  }
+}
+
+/** The fault plan of one invocation, found through the async context of its requests. */
+interface Plan {
+  requests: number;
+  crashAfter: number | undefined;
+  throttle: number;
+}
+
+/** One run of the given seed. `steps`: operations on the tables and deliveries. */
+export async function runChaos(
+  seed: number,
+  steps = 40,
+  options: { readonly sweep?: boolean } = {},
+): Promise<ChaosResult> {
+  const random = seededRandom(seed);
+  const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
+  const chance = (p: number) => random() < p;
+  const operations: string[] = [];
+  const faults = new Map<FaultKind, number>();
+  const fault = (kind: FaultKind) => faults.set(kind, (faults.get(kind) ?? 0) + 1);
+  const context = new AsyncLocalStorage<Plan>();
+  let healed = false;
+  const world = new World({
+    mode: "index",
+    cidr: pick(CIDRS),
+    quarantineSeconds: pick([0, 5, 30, 60]),
+    seed,
+    pause: async (operation: Operation) => {
+      await Promise.resolve();
+      const plan = context.getStore();
+      if (plan === undefined || healed) return;
+      plan.requests++;
+      if (plan.crashAfter !== undefined && plan.requests > plan.crashAfter) {
+        throw new Killed(operation);
+      }
+      if (plan.throttle > 0 && random() < plan.throttle) throw new Throttled(operation);
+    },
+  });
+  world.advance(0);
+
+  // The streams: records not yet delivered, in order.
+  const pending: { meshes: DynamoDBRecord[]; dataplanes: DynamoDBRecord[] } = {
+    meshes: [],
+    dataplanes: [],
+  };
+  const delivered: DynamoDBRecord[][] = [];
+  const stored = new Map<string, DataplaneItem>();
+  const history = new ReuseHistory();
+  const violations: string[] = [];
+  let invocations = 0;
+
+  const putDataplane = (item: DataplaneItem) => {
+    const id = JSON.stringify([item.mesh, item.name]);
+    const old = stored.get(id);
+    stored.set(id, item);
+    world.source.putDataplane(item);
+    pending.dataplanes.push(
+      dataplaneRecord(TABLES.dataplanes, { ...(old ? { oldImage: old } : {}), newImage: item }),
+    );
+  };
+  const deleteDataplane = (mesh: string, name: string) => {
+    const id = JSON.stringify([mesh, name]);
+    const old = stored.get(id);
+    if (old === undefined) return;
+    stored.delete(id);
+    world.source.deleteDataplane(mesh, name);
+    pending.dataplanes.push(dataplaneRecord(TABLES.dataplanes, { oldImage: old }));
+  };
+
+  /** One invocation of the batch step with its own fault plan. */
+  const invoke = async (records: DynamoDBRecord[], plan: Plan) => {
+    invocations++;
+    try {
+      const result = await context.run(plan, () =>
+        processBatch({ Records: records }, world.batchPorts(), {
+          ...world.batchSettings(),
+          tables: TABLES,
+          concurrency: 4,
+        }),
+      );
+      const failed = result.batchItemFailures[0]?.itemIdentifier;
+      if (failed === undefined) return { ok: true as const };
+      const at = records.findIndex((record) => record.dynamodb?.SequenceNumber === failed);
+      return { ok: false as const, from: Math.max(at, 0) };
+    } catch {
+      return { ok: false as const, from: 0 };
+    }
+  };
+
+  /** Two to four invocations at once, each on the next records of one stream. */
+  const deliverRound = async () => {
+    const count = 2 + Math.floor(random() * 3);
+    const work: Array<Promise<void>> = [];
+    for (let i = 0; i < count; i++) {
+      const stream = chance(0.7) ? pending.dataplanes : pending.meshes;
+      if (stream.length === 0) continue;
+      const batch = stream.splice(0, 1 + Math.floor(random() * 6));
+      const plan: Plan = { requests: 0, crashAfter: undefined, throttle: 0 };
+      if (chance(0.2)) {
+        plan.crashAfter = Math.floor(random() * 30);
+        fault("crash");
+      } else if (chance(0.15)) {
+        plan.throttle = 0.05;
+        fault("throttle");
+      }
+      work.push(
+        invoke(batch, plan).then((outcome) => {
+          delivered.push(batch);
+          if (outcome.ok) return;
+          if (chance(0.25)) {
+            fault("dropped");
+            operations.push(`dropped ${batch.length - outcome.from} records`);
+            return;
+          }
+          // Retried from the failed record: put back at the head of its stream, in order.
+          stream.unshift(...batch.slice(outcome.from));
+        }),
+      );
+    }
+    await Promise.all(work);
+    history.observe(world.vipItems.all(), world.nowMs, world.quarantineSeconds, violations);
+  };
+
+  for (let step = 0; step < steps; step++) {
+    const roll = random();
+    const mesh = pick(MESHES);
+    if (roll < 0.1) {
+      world.source.putMesh(mesh);
+      pending.meshes.push(meshRecord(TABLES.meshes, mesh));
+      operations.push(`mesh put ${mesh}`);
+    } else if (roll < 0.14) {
+      world.source.deleteMesh(mesh);
+      pending.meshes.push(meshRecord(TABLES.meshes, mesh, { oldImage: { name: mesh } }));
+      operations.push(`mesh delete ${mesh}`);
+    } else if (roll < 0.4) {
+      const name = `dp-${Math.floor(random() * 6)}`;
+      const services = [pick(SERVICES), ...(chance(0.3) ? [pick(SERVICES)] : [])];
+      putDataplane(dataplane(mesh, name, services));
+      operations.push(`dataplane put ${mesh}/${name} ${services.join(",")}`);
+    } else if (roll < 0.5) {
+      const name = `dp-${Math.floor(random() * 6)}`;
+      deleteDataplane(mesh, name);
+      operations.push(`dataplane delete ${mesh}/${name}`);
+    } else if (roll < 0.55) {
+      const name = `dp-${Math.floor(random() * 6)}`;
+      const to = pick(MESHES);
+      const old = stored.get(JSON.stringify([mesh, name]));
+      if (old !== undefined && to !== mesh) {
+        deleteDataplane(mesh, name);
+        putDataplane({ ...old, mesh: to });
+        operations.push(`dataplane move ${mesh}/${name} -> ${to}`);
+      }
+    } else if (roll < 0.6) {
+      const advertised = { mesh: pick(MESHES), service: pick(SERVICES) };
+      putDataplane(ingress(mesh, "ingress", [advertised]));
+      operations.push(`ingress ${mesh} advertises ${advertised.service} for ${advertised.mesh}`);
+    } else if (roll < 0.63) {
+      const cidr = pick(CIDRS);
+      world.pool = VipPool.parse(cidr);
+      fault("cidr-change");
+      operations.push(`VIP_CIDR ${cidr}`);
+    } else if (roll < 0.68) {
+      const seconds = pick([1, 10, 40, 90]);
+      world.advance(seconds);
+      fault("clock");
+      operations.push(`clock +${seconds}s`);
+    } else if (roll < 0.72 && delivered.length > 0) {
+      const again = pick(delivered);
+      fault("redelivery");
+      operations.push(`redeliver ${again.length} records`);
+      await invoke(again, { requests: 0, crashAfter: undefined, throttle: 0 });
+    } else {
+      await deliverRound();
+      operations.push("deliver");
+    }
+  }
+
+  // The end: faults stop; what is still pending is delivered or lost; then one sweep.
+  healed = true;
+  if (chance(0.5)) {
+    for (const stream of [pending.dataplanes, pending.meshes]) {
+      while (stream.length > 0)
+        await invoke(stream.splice(0, 10), { requests: 0, crashAfter: undefined, throttle: 0 });
+    }
+    operations.push("drain the rest");
+  } else {
+    const lost = pending.dataplanes.length + pending.meshes.length;
+    if (lost > 0) fault("dropped");
+    operations.push(`lose the ${lost} pending records`);
+  }
+  const settings = { ...world.batchSettings(), serviceSet: "index" as const };
+  const ports = {
+    source: world.source,
+    vipItems: world.vipItems,
+    claims: world.claims,
+    index: world.index,
+    telemetry: world.telemetry,
+  };
+  // Without the sweep (`--no-sweep`), the checks show what the event path alone leaves wrong.
+  const first = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);
+  const repairs = new Map<string, number>();
+  for (const repair of first.repairs) repairs.set(repair.kind, (repairs.get(repair.kind) ?? 0) + 1);
+  const second = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);
+  history.observe(world.vipItems.all(), world.nowMs, world.quarantineSeconds, violations);
+
+  const meshes = new Set(world.source.meshNames());
+  const expected = new Map([...meshes].map((name) => [name, world.serviceSet(name)]));
+  const items = world.vipItems.all();
+  violations.push(
+    ...invariantViolations({ items, meshes, pool: world.pool, expected }),
+    ...honestExhaustion(world, items),
+  );
+  return {
+    seed,
+    operations,
+    faults,
+    invocations,
+    violations,
+    leaks: leakViolations(items, world.claims.serviceClaims()),
+    repairs,
+    secondRepairs: second.repairs.length,
+  };
+}
+
+/**
+ * 10. Honest exhaustion: a service is left unallocated only while no address of the range can
+ * be taken: every address has a claim whose owner still holds it there (listed, in quarantine,
+ * or moved elsewhere by a renumbering, which keeps the old address: decision 012).
+ */
+function honestExhaustion(world: World, items: readonly VipItem[]): string[] {
+  const waiting = items.some((item) => Object.keys(item.unallocated ?? {}).length > 0);
+  if (!waiting) return [];
+  const cutoff = world.nowMs - world.quarantineSeconds * 1000;
+  const owners = new Map(world.claims.serviceClaims().map((claim) => [claim.service, claim]));
+  const held = world.claims
+    .addressClaims()
+    .filter((address) => world.pool.contains(address.vip))
+    .filter((address) => {
+      const owner = owners.get(address.owner);
+      if (owner === undefined) return false;
+      if (owner.vip !== address.vip) return true;
+      return owner.meshes.size > 0 || owner.releasedAt === undefined || owner.releasedAt > cutoff;
+    }).length;
+  return held < Number(world.pool.size)
+    ? [`10: a service is unallocated while ${Number(world.pool.size) - held} addresses are free`]
+    : [];
+}
+
+/**
+ * 8. Delayed reuse, from observations: a VIP passes to another service only a full quarantine
+ * after it was last seen with its old service (the clock moves only between steps).
+ */
+class ReuseHistory {
+  private readonly byVip = new Map<string, { service: string; atMs: number }>();
+
+  observe(items: readonly VipItem[], nowMs: number, quarantineSeconds: number, out: string[]) {
+    for (const item of items) {
+      for (const [service, vip] of Object.entries(item.vips)) {
+        const before = this.byVip.get(vip);
+        if (before !== undefined && before.service !== service) {
+          if (nowMs - before.atMs < quarantineSeconds * 1000) {
+            out.push(`8: ${vip} passed from ${before.service} to ${service} within the quarantine`);
+          }
+        }
+      }
+    }
+    for (const item of items) {
+      for (const [service, vip] of Object.entries(item.vips)) {
+        this.byVip.set(vip, { service, atMs: nowMs });
+      }
+    }
+  }
+}
+
+/** A one-line summary of many runs. */
+export function summarize(results: readonly ChaosResult[]): string {
+  const faults = new Map<string, number>();
+  const repairs = new Map<string, number>();
+  let operations = 0;
+  let invocations = 0;
+  for (const result of results) {
+    operations += result.operations.length;
+    invocations += result.invocations;
+    for (const [kind, n] of result.faults) faults.set(kind, (faults.get(kind) ?? 0) + n);
+    for (const [kind, n] of result.repairs) repairs.set(kind, (repairs.get(kind) ?? 0) + n);
+  }
+  const list = (map: Map<string, number>) =>
+    [...map]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ") || "none";
+  const failing = results.filter(failed);
+  return [
+    `chaos: ${results.length} runs, ${operations} operations, ${invocations} invocations`,
+    `faults: ${list(faults)}`,
+    `final sweeps corrected: ${list(repairs)}`,
+    `invariant violations: ${results.reduce((n, r) => n + r.violations.length, 0)}, leaks: ${results.reduce((n, r) => n + r.leaks.length, 0)}, second sweeps correcting something: ${results.filter((r) => r.secondRepairs > 0).length}`,
+    `failing seeds: ${failing.length === 0 ? "none" : failing.map((r) => r.seed).join(", ")}`,
+  ].join("\n");
+}
+
+export function failed(result: ChaosResult): boolean {
+  return result.violations.length > 0 || result.leaks.length > 0 || result.secondRepairs > 0;
+}

@@ -1,0 +1,46 @@
+/**
+ * `npm run chaos -- --runs N --seed S`: N chaos runs from seed S on the in-memory ports; prints
+ * one summary and, for each failing seed, its operations and what failed. Exit 1 on a failure.
+ */
+import { parseArgs } from "node:util";
+import { type ChaosResult, failed, runChaos, summarize } from "./chaos.ts";
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "100" },
+    seed: { type: "string", default: "1" },
+    steps: { type: "string", default: "40" },
+    "no-sweep": { type: "boolean", default: false },
+  },
+});
+const runs = Number(values.runs);
+const first = Number(values.seed);
+const steps = Number(values.steps);
+if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(first) || !Number.isInteger(steps)) {
+  process.stderr.write("usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep]\n");
+  process.exit(2);
+}
+const results: ChaosResult[] = [];
+const start = performance.now();
+for (let seed = first; seed < first + runs; seed++) {
+  const result = await runChaos(seed, steps, { sweep: values["no-sweep"] !== true });
+  results.push(result);
+  if (failed(result)) {
+    process.stdout.write(
+      [
+        `seed ${seed} FAILED:`,
+        ...result.violations.map((v) => `  violation ${v}`),
+        ...result.leaks.map((v) => `  leak ${v}`),
+        ...(result.secondRepairs > 0 ? [`  a second sweep corrected ${result.secondRepairs}`] : []),
+        "  operations:",
+        ...result.operations.map((op) => `    ${op}`),
+        "",
+      ].join("\n"),
+    );
+  }
+}
+process.stdout.write(`${summarize(results)}\n`);
+process.stdout.write(
+  `seeds ${first}..${first + runs - 1}, ${steps} steps each, ${((performance.now() - start) / 1000).toFixed(1)} s\n`,
+);
+process.exit(results.some(failed) ? 1 : 0);
