@@ -158,6 +158,10 @@ class Sweep {
   private state: SweepState;
   private storedVersion: number | undefined;
   private examined = 0;
+  /** Claims the claims phase released in this invocation. */
+  private freed = 0;
+  /** Meshes a pass of this sweep woke (it freed addresses they wait for). */
+  private readonly woken = new Set<string>();
   /** Dataplanes whose drift this run reported. */
   private readonly reported = new Set<string>();
   /** The claim counter's difference that the previous cycle found (see checkCounter). */
@@ -284,6 +288,7 @@ class Sweep {
         this.examined++;
         this.advance({ after: mesh, meshes: this.state.meshes + 1 });
       }
+      await this.passWoken();
       if (page.next === undefined) this.advance({ phase: "items", after: undefined });
       return true;
     }
@@ -318,6 +323,7 @@ class Sweep {
       }
       if (page.next !== undefined) this.advance({ after: page.next });
       else {
+        await this.wakeWaiting();
         await this.checkCounter();
         this.advance({ phase: "done", after: undefined, finishedAt: this.settings.now() });
       }
@@ -374,6 +380,7 @@ class Sweep {
           : tablesView(this.ports.source, new BatchIngresses(this.ports.source)),
       });
       this.itemRepairs(mesh, item, outcome);
+      for (const other of outcome.wake ?? []) this.woken.add(other);
     }
     return this.repairs.slice(before);
   }
@@ -587,7 +594,10 @@ class Sweep {
       const released =
         this.dry ||
         (await this.ports.claims.release({ service, vip: claim.vip, nowMs: this.settings.now() }));
-      if (released) this.record({ kind: "claim-unreleased", service, detail: { vip: claim.vip } });
+      if (released) {
+        if (!this.dry) this.freed++;
+        this.record({ kind: "claim-unreleased", service, detail: { vip: claim.vip } });
+      }
       return;
     }
     for (const [mesh, membership] of claim.meshes) {
@@ -655,6 +665,7 @@ class Sweep {
         nowMs: this.settings.now(),
       });
       if (outcome === "kept") return;
+      if (outcome === "released") this.freed++;
     }
     this.record({
       kind: "membership-leak",
@@ -662,6 +673,41 @@ class Sweep {
       service: claim.service,
       detail: { vip: claim.vip, why },
     });
+  }
+
+  /**
+   * Addresses this invocation's claims phase released go into quarantine; with none, they are
+   * free at once, and the meshes whose items list unallocated services get them now (as the
+   * event path wakes them), not a cycle later.
+   */
+  private async wakeWaiting(): Promise<void> {
+    if (this.dry || this.freed === 0 || this.settings.quarantineSeconds !== 0) return;
+    this.finder.freed();
+    for (const mesh of await this.ports.claims.getWaiting()) this.woken.add(mesh);
+    await this.passWoken();
+  }
+
+  /**
+   * Meshes waiting for an address that a pass of this sweep freed (no quarantine): passed again
+   * now, a bounded number of rounds, as the event path does.
+   */
+  private async passWoken(): Promise<void> {
+    const useIndex = (this.settings.serviceSet ?? "index") === "index";
+    for (let round = 0; round < 3 && this.woken.size > 0; round++) {
+      const meshes = [...this.woken].sort();
+      this.woken.clear();
+      for (const mesh of meshes) {
+        if (this.only !== undefined && !this.only.has(mesh)) continue;
+        const before = await this.ports.vipItems.get(mesh);
+        const outcome = await reconcileMesh(mesh, {
+          ...this.deps,
+          ...(useIndex ? { view: indexView(this.ports.index, "all") } : {}),
+        });
+        this.itemRepairs(mesh, before, outcome);
+        for (const other of outcome.wake ?? []) this.woken.add(other);
+      }
+    }
+    this.woken.clear();
   }
 
   private async checkCounter(): Promise<void> {

@@ -44,6 +44,18 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     expect(withSweep.every((result) => result.repairs.size > 0)).toBe(true);
   });
 
+  it.each([89, 282])(
+    "seed %i: a sweep's pass that frees addresses wakes the meshes waiting for one (regression)",
+    async (seed) => {
+      // Found by npm run chaos: with no quarantine, a mesh swept before another mesh's pass freed
+      // an address kept its service unallocated until the next cycle (a second sweep corrected it).
+      const result = await runChaos(seed, 80);
+
+      expect(result.secondRepairDetails).toEqual([]);
+      expect(result.violations).toEqual([]);
+    },
+  );
+
   it("seed 236: an address a renumbering kept for its service is held, not free (regression)", async () => {
     // Found by the first 300-run: flip-flopping VIP_CIDR on a /29 leaves every address kept by
     // renumbered services (decision 012); the exhaustion check once counted one as free.

@@ -9,10 +9,11 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBRecord } from "aws-lambda";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
-import { sweep } from "../../functions/allocator/sweep.ts";
+import { type BatchSettings, processBatch } from "../../functions/allocator/process-batch.ts";
+import { type SweepPorts, sweep } from "../../functions/allocator/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
+import type { AddressClaim, ServiceClaim } from "../../functions/store/ports.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import {
   type DataplaneItem,
@@ -55,6 +56,8 @@ export interface ChaosResult {
   readonly repairs: ReadonlyMap<string, number>;
   /** Corrections a second sweep made (must be none). */
   readonly secondRepairs: number;
+  /** What they were, for the report. */
+  readonly secondRepairDetails: readonly string[];
 }
 
 class Throttled extends Error {
@@ -72,17 +75,123 @@ class Killed extends Error {
 }
 
 /** The fault plan of one invocation, found through the async context of its requests. */
-interface Plan {
+export interface Plan {
   requests: number;
   crashAfter: number | undefined;
   throttle: number;
+}
+
+/** What the state looks like after a run, for the checks. */
+export interface ChaosState {
+  readonly items: readonly VipItem[];
+  readonly services: readonly ServiceClaim[];
+  readonly addresses: readonly AddressClaim[];
+}
+
+/**
+ * Where a run happens: the in-memory ports (the default suite's seeds, `npm run chaos`) or
+ * DynamoDB (moto_server) through the SDK client. `request(plan, operation)` is called before
+ * every request an invocation makes (it throws to inject a fault); `faults` runs an invocation
+ * under its plan.
+ */
+export interface ChaosBackend {
+  readonly quarantineSeconds: number;
+  pool: VipPool;
+  readonly nowMs: number;
+  advance(seconds: number): void;
+  putMesh(name: string): Promise<void>;
+  deleteMesh(name: string): Promise<void>;
+  putDataplane(item: DataplaneItem): Promise<void>;
+  deleteDataplane(mesh: string, name: string): Promise<void>;
+  meshNames(): Promise<string[]>;
+  /** The service set of a mesh as the contract derives it from the tables now. */
+  serviceSet(mesh: string): Promise<string[]>;
+  ports(): SweepPorts;
+  settings(): Omit<BatchSettings, "tables" | "concurrency">;
+  state(): Promise<ChaosState>;
+}
+
+/** Makes the faults of the current invocation's plan happen at its requests. */
+export class FaultInjector {
+  readonly context = new AsyncLocalStorage<Plan>();
+  healed = false;
+
+  constructor(private readonly random: () => number) {}
+
+  /** Call before every request; throws the injected fault, if any. */
+  check(operation: string): void {
+    const plan = this.context.getStore();
+    if (plan === undefined || this.healed) return;
+    plan.requests++;
+    if (plan.crashAfter !== undefined && plan.requests > plan.crashAfter) {
+      throw new Killed(operation);
+    }
+    if (plan.throttle > 0 && this.random() < plan.throttle) throw new Throttled(operation);
+  }
+}
+
+/** The in-memory backend: the World of the unit tests, its Pause hook injecting the faults. */
+export function inMemoryBackend(
+  seed: number,
+  faults: FaultInjector,
+  options: { cidr: string; quarantineSeconds: number },
+): ChaosBackend {
+  const world = new World({
+    mode: "index",
+    cidr: options.cidr,
+    quarantineSeconds: options.quarantineSeconds,
+    seed,
+    pause: async (operation: Operation) => {
+      await Promise.resolve();
+      faults.check(operation);
+    },
+  });
+  return {
+    quarantineSeconds: world.quarantineSeconds,
+    get pool() {
+      return world.pool;
+    },
+    set pool(pool: VipPool) {
+      world.pool = pool;
+    },
+    get nowMs() {
+      return world.nowMs;
+    },
+    advance: (seconds) => world.advance(seconds),
+    putMesh: async (name) => world.source.putMesh(name),
+    deleteMesh: async (name) => world.source.deleteMesh(name),
+    putDataplane: async (item) => world.source.putDataplane(item),
+    deleteDataplane: async (mesh, name) => world.source.deleteDataplane(mesh, name),
+    meshNames: async () => world.source.meshNames(),
+    serviceSet: async (mesh) => world.serviceSet(mesh),
+    ports: () => ({
+      source: world.source,
+      vipItems: world.vipItems,
+      claims: world.claims,
+      index: world.index,
+      telemetry: world.telemetry,
+    }),
+    settings: () => world.batchSettings(),
+    state: async () => ({
+      items: world.vipItems.all(),
+      services: world.claims.serviceClaims(),
+      addresses: world.claims.addressClaims(),
+    }),
+  };
 }
 
 /** One run of the given seed. `steps`: operations on the tables and deliveries. */
 export async function runChaos(
   seed: number,
   steps = 40,
-  options: { readonly sweep?: boolean } = {},
+  options: {
+    readonly sweep?: boolean;
+    /** The backend; default: the in-memory ports. */
+    readonly backend?: (
+      faults: FaultInjector,
+      setup: { cidr: string; quarantineSeconds: number },
+    ) => Promise<ChaosBackend>;
+  } = {},
 ): Promise<ChaosResult> {
   const random = seededRandom(seed);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
@@ -90,25 +199,12 @@ export async function runChaos(
   const operations: string[] = [];
   const faults = new Map<FaultKind, number>();
   const fault = (kind: FaultKind) => faults.set(kind, (faults.get(kind) ?? 0) + 1);
-  const context = new AsyncLocalStorage<Plan>();
-  let healed = false;
-  const world = new World({
-    mode: "index",
-    cidr: pick(CIDRS),
-    quarantineSeconds: pick([0, 5, 30, 60]),
-    seed,
-    pause: async (operation: Operation) => {
-      await Promise.resolve();
-      const plan = context.getStore();
-      if (plan === undefined || healed) return;
-      plan.requests++;
-      if (plan.crashAfter !== undefined && plan.requests > plan.crashAfter) {
-        throw new Killed(operation);
-      }
-      if (plan.throttle > 0 && random() < plan.throttle) throw new Throttled(operation);
-    },
-  });
-  world.advance(0);
+  const injector = new FaultInjector(seededRandom(seed + 1));
+  const setup = { cidr: pick(CIDRS), quarantineSeconds: pick([0, 5, 30, 60]) };
+  const world: ChaosBackend =
+    options.backend === undefined
+      ? inMemoryBackend(seed, injector, setup)
+      : await options.backend(injector, setup);
 
   // The streams: records not yet delivered, in order.
   const pending: { meshes: DynamoDBRecord[]; dataplanes: DynamoDBRecord[] } = {
@@ -121,21 +217,21 @@ export async function runChaos(
   const violations: string[] = [];
   let invocations = 0;
 
-  const putDataplane = (item: DataplaneItem) => {
+  const putDataplane = async (item: DataplaneItem) => {
     const id = JSON.stringify([item.mesh, item.name]);
     const old = stored.get(id);
     stored.set(id, item);
-    world.source.putDataplane(item);
+    await world.putDataplane(item);
     pending.dataplanes.push(
       dataplaneRecord(TABLES.dataplanes, { ...(old ? { oldImage: old } : {}), newImage: item }),
     );
   };
-  const deleteDataplane = (mesh: string, name: string) => {
+  const deleteDataplane = async (mesh: string, name: string) => {
     const id = JSON.stringify([mesh, name]);
     const old = stored.get(id);
     if (old === undefined) return;
     stored.delete(id);
-    world.source.deleteDataplane(mesh, name);
+    await world.deleteDataplane(mesh, name);
     pending.dataplanes.push(dataplaneRecord(TABLES.dataplanes, { oldImage: old }));
   };
 
@@ -143,9 +239,9 @@ export async function runChaos(
   const invoke = async (records: DynamoDBRecord[], plan: Plan) => {
     invocations++;
     try {
-      const result = await context.run(plan, () =>
-        processBatch({ Records: records }, world.batchPorts(), {
-          ...world.batchSettings(),
+      const result = await injector.context.run(plan, () =>
+        processBatch({ Records: records }, world.ports(), {
+          ...world.settings(),
           tables: TABLES,
           concurrency: 4,
         }),
@@ -190,41 +286,41 @@ export async function runChaos(
       );
     }
     await Promise.all(work);
-    history.observe(world.vipItems.all(), world.nowMs, world.quarantineSeconds, violations);
+    history.observe((await world.state()).items, world.nowMs, world.quarantineSeconds, violations);
   };
 
   for (let step = 0; step < steps; step++) {
     const roll = random();
     const mesh = pick(MESHES);
     if (roll < 0.1) {
-      world.source.putMesh(mesh);
+      await world.putMesh(mesh);
       pending.meshes.push(meshRecord(TABLES.meshes, mesh));
       operations.push(`mesh put ${mesh}`);
     } else if (roll < 0.14) {
-      world.source.deleteMesh(mesh);
+      await world.deleteMesh(mesh);
       pending.meshes.push(meshRecord(TABLES.meshes, mesh, { oldImage: { name: mesh } }));
       operations.push(`mesh delete ${mesh}`);
     } else if (roll < 0.4) {
       const name = `dp-${Math.floor(random() * 6)}`;
       const services = [pick(SERVICES), ...(chance(0.3) ? [pick(SERVICES)] : [])];
-      putDataplane(dataplane(mesh, name, services));
+      await putDataplane(dataplane(mesh, name, services));
       operations.push(`dataplane put ${mesh}/${name} ${services.join(",")}`);
     } else if (roll < 0.5) {
       const name = `dp-${Math.floor(random() * 6)}`;
-      deleteDataplane(mesh, name);
+      await deleteDataplane(mesh, name);
       operations.push(`dataplane delete ${mesh}/${name}`);
     } else if (roll < 0.55) {
       const name = `dp-${Math.floor(random() * 6)}`;
       const to = pick(MESHES);
       const old = stored.get(JSON.stringify([mesh, name]));
       if (old !== undefined && to !== mesh) {
-        deleteDataplane(mesh, name);
-        putDataplane({ ...old, mesh: to });
+        await deleteDataplane(mesh, name);
+        await putDataplane({ ...old, mesh: to });
         operations.push(`dataplane move ${mesh}/${name} -> ${to}`);
       }
     } else if (roll < 0.6) {
       const advertised = { mesh: pick(MESHES), service: pick(SERVICES) };
-      putDataplane(ingress(mesh, "ingress", [advertised]));
+      await putDataplane(ingress(mesh, "ingress", [advertised]));
       operations.push(`ingress ${mesh} advertises ${advertised.service} for ${advertised.mesh}`);
     } else if (roll < 0.63) {
       const cidr = pick(CIDRS);
@@ -248,7 +344,7 @@ export async function runChaos(
   }
 
   // The end: faults stop; what is still pending is delivered or lost; then one sweep.
-  healed = true;
+  injector.healed = true;
   if (chance(0.5)) {
     for (const stream of [pending.dataplanes, pending.meshes]) {
       while (stream.length > 0)
@@ -260,27 +356,23 @@ export async function runChaos(
     if (lost > 0) fault("dropped");
     operations.push(`lose the ${lost} pending records`);
   }
-  const settings = { ...world.batchSettings(), serviceSet: "index" as const };
-  const ports = {
-    source: world.source,
-    vipItems: world.vipItems,
-    claims: world.claims,
-    index: world.index,
-    telemetry: world.telemetry,
-  };
+  const settings = { ...world.settings(), serviceSet: "index" as const };
+  const ports = world.ports();
   // Without the sweep (`--no-sweep`), the checks show what the event path alone leaves wrong.
   const first = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);
   const repairs = new Map<string, number>();
   for (const repair of first.repairs) repairs.set(repair.kind, (repairs.get(repair.kind) ?? 0) + 1);
   const second = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);
-  history.observe(world.vipItems.all(), world.nowMs, world.quarantineSeconds, violations);
+  const state = await world.state();
+  const items = state.items;
+  history.observe(items, world.nowMs, world.quarantineSeconds, violations);
 
-  const meshes = new Set(world.source.meshNames());
-  const expected = new Map([...meshes].map((name) => [name, world.serviceSet(name)]));
-  const items = world.vipItems.all();
+  const meshes = new Set(await world.meshNames());
+  const expected = new Map<string, string[]>();
+  for (const name of meshes) expected.set(name, await world.serviceSet(name));
   violations.push(
     ...invariantViolations({ items, meshes, pool: world.pool, expected }),
-    ...honestExhaustion(world, items),
+    ...honestExhaustion(world, state),
   );
   return {
     seed,
@@ -288,9 +380,10 @@ export async function runChaos(
     faults,
     invocations,
     violations,
-    leaks: leakViolations(items, world.claims.serviceClaims()),
+    leaks: leakViolations(items, state.services),
     repairs,
     secondRepairs: second.repairs.length,
+    secondRepairDetails: second.repairs.map((r) => JSON.stringify(r)),
   };
 }
 
@@ -299,13 +392,12 @@ export async function runChaos(
  * be taken: every address has a claim whose owner still holds it there (listed, in quarantine,
  * or moved elsewhere by a renumbering, which keeps the old address: decision 012).
  */
-function honestExhaustion(world: World, items: readonly VipItem[]): string[] {
-  const waiting = items.some((item) => Object.keys(item.unallocated ?? {}).length > 0);
+function honestExhaustion(world: ChaosBackend, state: ChaosState): string[] {
+  const waiting = state.items.some((item) => Object.keys(item.unallocated ?? {}).length > 0);
   if (!waiting) return [];
   const cutoff = world.nowMs - world.quarantineSeconds * 1000;
-  const owners = new Map(world.claims.serviceClaims().map((claim) => [claim.service, claim]));
-  const held = world.claims
-    .addressClaims()
+  const owners = new Map(state.services.map((claim) => [claim.service, claim]));
+  const held = state.addresses
     .filter((address) => world.pool.contains(address.vip))
     .filter((address) => {
       const owner = owners.get(address.owner);

@@ -31,7 +31,7 @@ for (let seed = first; seed < first + runs; seed++) {
         `seed ${seed} FAILED:`,
         ...result.violations.map((v) => `  violation ${v}`),
         ...result.leaks.map((v) => `  leak ${v}`),
-        ...(result.secondRepairs > 0 ? [`  a second sweep corrected ${result.secondRepairs}`] : []),
+        ...result.secondRepairDetails.map((r) => `  a second sweep corrected ${r}`),
         "  operations:",
         ...result.operations.map((op) => `    ${op}`),
         "",
