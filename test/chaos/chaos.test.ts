@@ -33,11 +33,11 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
   });
 
   it("finds what the event path alone leaves wrong when the sweep is left out", async () => {
-    // Seeds 3, 5 and 6 leave violations or leaks without the sweep (npm run chaos -- --no-sweep).
+    // Seeds 1, 4 and 5 leave violations or leaks without the sweep (npm run chaos -- --no-sweep).
     const without = await Promise.all(
-      [3, 5, 6].map((seed) => runChaos(seed, 80, { sweep: false })),
+      [1, 4, 5].map((seed) => runChaos(seed, 80, { sweep: false })),
     );
-    const withSweep = await Promise.all([3, 5, 6].map((seed) => runChaos(seed, 80)));
+    const withSweep = await Promise.all([1, 4, 5].map((seed) => runChaos(seed, 80)));
 
     expect(without.every(failed)).toBe(true);
     expect(withSweep.some(failed)).toBe(false);
