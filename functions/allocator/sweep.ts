@@ -4,6 +4,7 @@ import type { VipPool } from "../domain/pool.ts";
 import { own } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 import type {
+  AddressClaim,
   ClaimStore,
   MembershipIndex,
   MeshSource,
@@ -12,7 +13,7 @@ import type {
   SweepState,
   VipItemStore,
 } from "../store/ports.ts";
-import type { AddressFinder } from "./address-finder.ts";
+import { AddressFinder } from "./address-finder.ts";
 import { BatchIngresses } from "./batch-ingresses.ts";
 import { joinMesh, leaveMesh } from "./claim-decisions.ts";
 import type { ServiceSetMode } from "./process-batch.ts";
@@ -48,6 +49,8 @@ export type RepairKind =
   | "membership-leak"
   /** A claim that no mesh uses was not released (its quarantine never started). */
   | "claim-unreleased"
+  /** An address claim whose owner has no service claim (no reclaim could ever free it). */
+  | "address-orphaned"
   /** The range's claim counter disagreed with the address claims. */
   | "pool-counter";
 
@@ -160,6 +163,8 @@ class Sweep {
   private examined = 0;
   /** Claims the claims phase released in this invocation. */
   private freed = 0;
+  /** Orphaned addresses the claims phase dropped in this invocation (free at once). */
+  private dropped = 0;
   /** Meshes a pass of this sweep woke (it freed addresses they wait for). */
   private readonly woken = new Set<string>();
   /** Dataplanes whose drift this run reported. */
@@ -316,7 +321,9 @@ class Sweep {
       for (const item of page.items) {
         if (this.outOfTime()) return false;
         if ("service" in item) await this.sweepClaim(item.service);
-        else if (this.settings.pool.canonical(item.address.vip) !== undefined) {
+        else if (!(await this.sweepAddress(item.address))) {
+          // Dropped: not counted.
+        } else if (this.settings.pool.canonical(item.address.vip) !== undefined) {
           this.advance({ addressesInRange: this.state.addressesInRange + 1 });
         }
         this.advance({ after: item.key });
@@ -630,6 +637,30 @@ class Sweep {
     }
   }
 
+  /**
+   * An address whose owner was released long ago (its hint says so) is one the finder may offer
+   * for reclaim; if the owner has no service claim at all, no reclaim can succeed and the
+   * address is lost to the range: it is dropped. False when it was.
+   */
+  private async sweepAddress(address: AddressClaim): Promise<boolean> {
+    const cutoff = this.settings.now() - this.settings.quarantineSeconds * 1000;
+    if (address.releasedAt === undefined || address.releasedAt > cutoff) return true;
+    const seen = await this.ports.claims.getServices([address.owner], this.strong);
+    if (seen.has(address.owner)) return true;
+    if (!this.strong && (await this.ports.claims.getServices([address.owner])).has(address.owner)) {
+      return true;
+    }
+    const dropped = this.dry || (await this.ports.claims.dropOrphanAddress(address));
+    if (!dropped) return true;
+    if (!this.dry) this.dropped++;
+    this.record({
+      kind: "address-orphaned",
+      service: address.owner,
+      detail: { vip: address.vip },
+    });
+    return false;
+  }
+
   private async fence(item: VipItem, past: number): Promise<VipItem | undefined> {
     if (this.dry) return { ...item, version: past };
     const next: VipItem = {
@@ -681,17 +712,25 @@ class Sweep {
    * event path wakes them), not a cycle later.
    */
   private async wakeWaiting(): Promise<void> {
-    if (this.dry || this.freed === 0 || this.settings.quarantineSeconds !== 0) return;
-    this.finder.freed();
+    const free = this.dropped > 0 || (this.freed > 0 && this.settings.quarantineSeconds === 0);
+    if (this.dry || !free) return;
+    // A finder of its own: the invocation's may have tried (and lost) these very addresses.
+    const finder = new AddressFinder(
+      this.ports.claims,
+      this.settings.pool,
+      this.settings.now(),
+      this.settings.quarantineSeconds,
+    );
     for (const mesh of await this.ports.claims.getWaiting()) this.woken.add(mesh);
-    await this.passWoken();
+    await this.passWoken(finder);
+    await flushFinder(finder, this.deps);
   }
 
   /**
    * Meshes waiting for an address that a pass of this sweep freed (no quarantine): passed again
    * now, a bounded number of rounds, as the event path does.
    */
-  private async passWoken(): Promise<void> {
+  private async passWoken(finder: AddressFinder = this.finder): Promise<void> {
     const useIndex = (this.settings.serviceSet ?? "index") === "index";
     for (let round = 0; round < 3 && this.woken.size > 0; round++) {
       const meshes = [...this.woken].sort();
@@ -701,6 +740,7 @@ class Sweep {
         const before = await this.ports.vipItems.get(mesh);
         const outcome = await reconcileMesh(mesh, {
           ...this.deps,
+          addresses: finder,
           ...(useIndex ? { view: indexView(this.ports.index, "all") } : {}),
         });
         this.itemRepairs(mesh, before, outcome);

@@ -486,3 +486,19 @@ export function sweepStateWrite(
     apply: () => item,
   };
 }
+
+/**
+ * Deletes an address claim whose owner has no service claim any more (nothing can reclaim it:
+ * a reclaim checks the owner's claim), if it is still the exact claim seen (the sweep's fix).
+ */
+export function orphanAddressWrite(vip: string, owner: string, claimId: string): ClaimWrite {
+  return {
+    key: addressKey(vip),
+    action: "delete",
+    conditionExpression: "#owner = :owner AND claimId = :claim",
+    names: { "#owner": "owner" },
+    values: { ":owner": owner, ":claim": claimId },
+    holds: (item) => item?.owner === owner && item?.claimId === claimId,
+    apply: () => undefined,
+  };
+}

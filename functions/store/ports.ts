@@ -269,6 +269,8 @@ export interface ClaimStore {
   setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
   /** Service and address claims, a page at a time after `after` (the repair sweep's read). */
   scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
+  /** Deletes an address claim whose owner has no service claim, if it is still `address`. */
+  dropOrphanAddress(address: AddressClaim): Promise<boolean>;
   getSweepState(): Promise<SweepState | undefined>;
   /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
   putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean>;

@@ -10,6 +10,7 @@ import {
   decodeSweepState,
   type Item,
   membershipWrites,
+  orphanAddressWrite,
   poolKey,
   RENUMBERINGS_KEY,
   releaseWrites,
@@ -170,6 +171,13 @@ export class TableClaimStore implements ClaimStore {
       else if (key.startsWith("addr#")) items.push({ key, address: decodeAddress(item) });
     }
     return { items, next: page.next };
+  }
+
+  async dropOrphanAddress(address: AddressClaim): Promise<boolean> {
+    const outcome = await this.table.write("claims.dropAddress", [
+      orphanAddressWrite(address.vip, address.owner, address.claimId),
+    ]);
+    return outcome.ok;
   }
 
   async getSweepState(): Promise<SweepState | undefined> {

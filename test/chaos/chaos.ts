@@ -406,7 +406,16 @@ function honestExhaustion(world: ChaosBackend, state: ChaosState): string[] {
       return owner.meshes.size > 0 || owner.releasedAt === undefined || owner.releasedAt > cutoff;
     }).length;
   if (process.env.CHAOS_DEBUG) {
-    console.log(JSON.stringify({ now: world.nowMs, q: world.quarantineSeconds, pool: world.pool.cidr, items: state.items.map((i) => [i.mesh, i.vips, i.unallocated]), addrs: state.addresses, svcs: state.services.map((c) => [c.service, c.vip, [...c.meshes.keys()], c.releasedAt]) }));
+    console.log(
+      JSON.stringify({
+        now: world.nowMs,
+        q: world.quarantineSeconds,
+        pool: world.pool.cidr,
+        items: state.items.map((i) => [i.mesh, i.vips, i.unallocated]),
+        addrs: state.addresses,
+        svcs: state.services.map((c) => [c.service, c.vip, [...c.meshes.keys()], c.releasedAt]),
+      }),
+    );
   }
   return held < Number(world.pool.size)
     ? [`10: a service is unallocated while ${Number(world.pool.size) - held} addresses are free`]

@@ -98,6 +98,8 @@ export function describeRepair(repair: Repair): string {
       return `claims: ${repair.service} leaves ${repair.mesh} (${String(detail.why)})`;
     case "claim-unreleased":
       return `claims: ${repair.service} ${String(detail.vip)} released (no mesh uses it)`;
+    case "address-orphaned":
+      return `claims: address ${String(detail.vip)} of ${repair.service} dropped (its service claim is gone)`;
     case "pool-counter":
       return `claims: range ${String(detail.cidr)} counter ${String(detail.from)} -> ${String(detail.to)}`;
   }
