@@ -3,9 +3,10 @@
  * step (processBatch) by two to four concurrent invocations with injected faults (a crash after
  * a random number of requests, throttling), redeliveries, dropped batches, `VIP_CIDR` changes
  * and a fake clock over short quarantines; then the repair sweep, then every invariant and
- * "no leaked membership". One engine for the default suite (test/chaos/chaos.test.ts) and
- * `npm run chaos` (test/chaos/run.ts). It runs on the in-memory ports, whose `Pause` hook
- * stands for every DynamoDB request.
+ * "no leaked membership". One engine for the default suite (test/chaos/chaos.test.ts,
+ * chaos-moto.test.ts) and `npm run chaos` (test/chaos/run.ts), over a backend: the in-memory
+ * ports, whose `Pause` hook stands for every DynamoDB request, or moto_server through the SDK
+ * client with a fault-injecting middleware (moto-backend.ts).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBRecord } from "aws-lambda";

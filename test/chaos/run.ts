@@ -1,9 +1,12 @@
 /**
- * `npm run chaos -- --runs N --seed S`: N chaos runs from seed S on the in-memory ports; prints
- * one summary and, for each failing seed, its operations and what failed. Exit 1 on a failure.
+ * `npm run chaos -- --runs N --seed S [--steps K] [--no-sweep] [--moto]`: N chaos runs from
+ * seed S on the in-memory ports (with --moto, on moto_server through the SDK client); prints one
+ * summary and, for each failing seed, its operations and what failed. Exit 1 on a failure.
  */
 import { parseArgs } from "node:util";
+import { startMoto } from "../../functions/local/moto.ts";
 import { type ChaosResult, failed, runChaos, summarize } from "./chaos.ts";
+import { motoBackend } from "./moto-backend.ts";
 
 const { values } = parseArgs({
   options: {
@@ -11,19 +14,29 @@ const { values } = parseArgs({
     seed: { type: "string", default: "1" },
     steps: { type: "string", default: "40" },
     "no-sweep": { type: "boolean", default: false },
+    moto: { type: "boolean", default: false },
   },
 });
 const runs = Number(values.runs);
 const first = Number(values.seed);
 const steps = Number(values.steps);
 if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(first) || !Number.isInteger(steps)) {
-  process.stderr.write("usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep]\n");
+  process.stderr.write(
+    "usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep] [--moto]\n",
+  );
   process.exit(2);
 }
+// With --moto: the DynamoDB adapters on a moto_server started here, faults injected by an SDK
+// middleware (slower: about 2 s a run of 60 steps).
+const moto = values.moto === true ? await startMoto() : undefined;
+const backend = moto === undefined ? undefined : motoBackend(moto);
 const results: ChaosResult[] = [];
 const start = performance.now();
 for (let seed = first; seed < first + runs; seed++) {
-  const result = await runChaos(seed, steps, { sweep: values["no-sweep"] !== true });
+  const result = await runChaos(seed, steps, {
+    sweep: values["no-sweep"] !== true,
+    ...(backend !== undefined ? { backend } : {}),
+  });
   results.push(result);
   if (failed(result)) {
     process.stdout.write(
@@ -43,4 +56,5 @@ process.stdout.write(`${summarize(results)}\n`);
 process.stdout.write(
   `seeds ${first}..${first + runs - 1}, ${steps} steps each, ${((performance.now() - start) / 1000).toFixed(1)} s\n`,
 );
+await moto?.stop();
 process.exit(results.some(failed) ? 1 : 0);

@@ -1,0 +1,145 @@
+/**
+ * The chaos run's backend on moto_server: the real DynamoDB adapters over an SDK client whose
+ * middleware injects the faults of the invocation making each request (a crash: the request
+ * throws before it is sent; throttling: a ProvisionedThroughputExceededException), and a clean
+ * client for the control plane's writes and the final checks.
+ */
+import { randomUUID } from "node:crypto";
+import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import { loadConfig } from "../../functions/allocator/config.ts";
+import { dynamoStores } from "../../functions/allocator/stream-handler.ts";
+import { VipPool } from "../../functions/domain/pool.ts";
+import { deriveServiceSet } from "../../functions/domain/service-set.ts";
+import type { DataplaneRecord } from "../../functions/domain/types.ts";
+import type { MotoServer } from "../../functions/local/moto.ts";
+import { toPlain } from "../../functions/store/attribute-values.ts";
+import { decodeAddress, decodeService } from "../../functions/store/claim-items.ts";
+import { createTables } from "../../functions/store/create-tables.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
+import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import type { DataplaneItem } from "../fixtures/builders.ts";
+import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts";
+import type { ChaosBackend, FaultInjector } from "./chaos.ts";
+
+const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
+let runs = 0;
+
+/** A backend factory for {@link runChaos}'s `backend` option, on fresh tables of `moto`. */
+export function motoBackend(moto: MotoServer) {
+  return async (
+    faults: FaultInjector,
+    setup: { cidr: string; quarantineSeconds: number },
+  ): Promise<ChaosBackend> => {
+    runs++;
+    const prefix = `chaos${process.pid}-${runs}`;
+    const config = loadConfig({
+      MESHES_TABLE: `${prefix}-meshes`,
+      DATAPLANES_TABLE: `${prefix}-dataplanes`,
+      VIPS_TABLE: `${prefix}-vips`,
+      CLAIMS_TABLE: `${prefix}-claims`,
+      VIP_INDEX_TABLE: `${prefix}-index`,
+      VIP_CIDR: setup.cidr,
+      VIP_QUARANTINE_SECONDS: String(setup.quarantineSeconds),
+    });
+    const options = { endpoint: moto.endpoint, region: "us-east-1", credentials: CREDENTIALS };
+    const clean = new DynamoDBClient(options);
+    await createTables(clean, config.tables);
+    const faulty = new DynamoDBClient({ ...options, maxAttempts: 3 });
+    faulty.middlewareStack.add(
+      (next, context) => async (args) => {
+        faults.check(String(context.commandName));
+        return await next(args);
+      },
+      { step: "initialize", name: "chaosFaults" },
+    );
+    const doc = new DocumentClient(clean);
+    const meshes = new Set<string>();
+    const dataplanes = new Map<string, DataplaneItem>();
+    let pool = VipPool.parse(setup.cidr);
+    let nowMs = Date.parse("2026-01-01T00:00:00Z");
+    const random = seededRandom(runs);
+    const telemetry = new InMemoryTelemetry();
+    const ports = {
+      source: new DynamoMeshSource(faulty, config.tables),
+      ...dynamoStores(config, faulty),
+      telemetry,
+    };
+    const scan = async (table: string) => {
+      const items: Record<string, unknown>[] = [];
+      for await (const page of paginateScan(
+        { client: clean },
+        { TableName: table, ConsistentRead: true },
+      )) {
+        for (const item of page.Items ?? []) items.push(toPlain(item) as Record<string, unknown>);
+      }
+      return items;
+    };
+    return {
+      quarantineSeconds: setup.quarantineSeconds,
+      get pool() {
+        return pool;
+      },
+      set pool(next: VipPool) {
+        pool = next;
+      },
+      get nowMs() {
+        return nowMs;
+      },
+      advance: (seconds) => {
+        nowMs += seconds * 1000;
+      },
+      putMesh: async (name) => {
+        meshes.add(name);
+        await doc.put({ TableName: config.tables.meshes, Item: { name } });
+      },
+      deleteMesh: async (name) => {
+        meshes.delete(name);
+        await doc.delete({ TableName: config.tables.meshes, Key: { name } });
+      },
+      putDataplane: async (item) => {
+        dataplanes.set(JSON.stringify([item.mesh, item.name]), item);
+        await doc.put({
+          TableName: config.tables.dataplanes,
+          Item: item as unknown as Record<string, unknown>,
+        });
+      },
+      deleteDataplane: async (mesh, name) => {
+        dataplanes.delete(JSON.stringify([mesh, name]));
+        await doc.delete({ TableName: config.tables.dataplanes, Key: { mesh, name } });
+      },
+      meshNames: async () => [...meshes].sort(),
+      serviceSet: async (mesh) => {
+        if (!meshes.has(mesh)) return [];
+        const records: DataplaneRecord[] = [...dataplanes.values()].map((item) => ({
+          mesh: item.mesh,
+          name: item.name,
+          item,
+        }));
+        const own = records.filter((record) => record.mesh === mesh);
+        const ingresses = records.filter(
+          (record) => (record.item as DataplaneItem).networking?.ingress !== undefined,
+        );
+        return deriveServiceSet(mesh, own, ingresses).services;
+      },
+      ports: () => ports,
+      settings: () => ({
+        pool,
+        quarantineSeconds: setup.quarantineSeconds,
+        maxAttempts: config.maxWriteAttempts,
+        now: () => nowMs,
+        newId: randomUUID,
+        sleep: async () => {},
+        random,
+      }),
+      state: async () => {
+        const claims = await scan(config.tables.claims);
+        return {
+          items: (await scan(config.tables.vips)).map(decodeVipItem),
+          services: claims.filter((c) => String(c.pk).startsWith("svc#")).map(decodeService),
+          addresses: claims.filter((c) => String(c.pk).startsWith("addr#")).map(decodeAddress),
+        };
+      },
+    };
+  };
+}
