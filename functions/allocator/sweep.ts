@@ -330,8 +330,9 @@ class Sweep {
       }
       if (page.next !== undefined) this.advance({ after: page.next });
       else {
-        await this.wakeWaiting();
+        // The counter first: the passes woken next add their own claims to it.
         await this.checkCounter();
+        await this.wakeWaiting();
         this.advance({ phase: "done", after: undefined, finishedAt: this.settings.now() });
       }
       return true;

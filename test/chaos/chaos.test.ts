@@ -58,6 +58,17 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     },
   );
 
+  it("seed 428: an address whose owner's service claim is gone is dropped and given out in the same sweep (regression)", async () => {
+    // Found by npm run chaos -- --runs 1000 --seed 301: such an address could never be
+    // reclaimed (a reclaim checks the owner's claim), so the range lost it for good; then the
+    // sweep dropped it but handed it out only a cycle later.
+    const result = await runChaos(428, 80);
+
+    expect(result.repairs.get("address-orphaned")).toBe(1);
+    expect(result.violations).toEqual([]);
+    expect(result.secondRepairDetails).toEqual([]);
+  });
+
   it("seed 236: an address a renumbering kept for its service is held, not free (regression)", async () => {
     // Found by the first 300-run: flip-flopping VIP_CIDR on a /29 leaves every address kept by
     // renumbered services (decision 012); the exhaustion check once counted one as free.

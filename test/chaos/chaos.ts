@@ -44,13 +44,8 @@ const SERVICES = [
 ];
 const MESHES = ["default", "payments", "edge", "hasOwnProperty"];
 
-/**
- * Seeds that still fail, left out of the suite until fixed (npm run chaos -- --runs 1 --seed S):
- * - 428: an address claim whose owner's service claim is gone can never be reclaimed; the first
- *   sweep drops it (`address-orphaned`) and every invariant holds after it, but a waiting
- *   service gets the address only in the second cycle (a second sweep corrects one service).
- */
-export const KNOWN_FAILING_SEEDS = [428];
+/** Seeds that still fail, left out of the suite until fixed (none now). */
+export const KNOWN_FAILING_SEEDS: readonly number[] = [];
 
 export type FaultKind = "crash" | "throttle" | "redelivery" | "dropped" | "cidr-change" | "clock";
 
