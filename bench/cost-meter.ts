@@ -123,6 +123,12 @@ function referenced(expression: string | undefined, input: Record<string, unknow
   return { names: pick(names, /#[A-Za-z0-9_]+/g), values: pick(values, /:[A-Za-z0-9_]+/g) };
 }
 
+/** What a write replaces, read before it is sent. */
+interface Before {
+  readonly sizes: readonly number[];
+  readonly replaced: Item | undefined;
+}
+
 export class CostMeter {
   private totals = emptyTotals();
   private readonly keys = new Map<string, string[]>();
@@ -130,8 +136,6 @@ export class CostMeter {
     string,
     Array<{ keys: string[]; indexKeys: string[]; include: string[] | "ALL" }>
   >();
-  /** The item a PutItem or DeleteItem replaces, on tables with indexes (read before it). */
-  private replaced: Item | undefined;
 
   /** `side`: an unmetered client on the same endpoint, for the meter's own reads. */
   constructor(private readonly side: DynamoDBClient) {}
@@ -267,17 +271,21 @@ export class CostMeter {
     return itemSize(result.Item);
   }
 
-  /** Sizes of the items a write may replace, read before it. */
-  private async before(operation: string, input: Record<string, unknown>): Promise<number[]> {
+  /**
+   * Sizes of the items a write may replace, read before it, and (PutItem, DeleteItem) the item
+   * itself, for the indexes' writes. Per request: requests run concurrently.
+   */
+  private async before(operation: string, input: Record<string, unknown>): Promise<Before> {
     const sizes: number[] = [];
+    let replaced: Item | undefined;
     const table = input.TableName as string;
     if (operation === "PutItemCommand" || operation === "DeleteItemCommand") {
       const key =
         operation === "PutItemCommand"
           ? await this.keyOf(table, input.Item as Item)
           : (input.Key as Item);
-      this.replaced = await this.itemAt(table, key);
-      sizes.push(itemSize(this.replaced));
+      replaced = await this.itemAt(table, key);
+      sizes.push(itemSize(replaced));
     } else if (operation === "UpdateItemCommand") {
       sizes.push(await this.sizeOf(table, input.Key as Item));
     } else if (operation === "BatchWriteItemCommand") {
@@ -299,7 +307,7 @@ export class CostMeter {
         sizes.push(await this.sizeOf(name, key));
       }
     }
-    return sizes;
+    return { sizes, replaced };
   }
 
   private count(table: string, cost: Partial<TableCost>, keyItem?: Item): void {
@@ -314,7 +322,7 @@ export class CostMeter {
     operation: string,
     input: Record<string, unknown>,
     output: Record<string, unknown> | undefined,
-    before: number[],
+    { sizes: before, replaced }: Before,
     failure: unknown,
   ): Promise<void> {
     this.totals.requests++;
@@ -396,7 +404,7 @@ export class CostMeter {
         const after = itemSize(input.Item as Item);
         const indexes =
           failure === undefined
-            ? await this.indexWriteUnits(table as string, this.replaced, input.Item as Item)
+            ? await this.indexWriteUnits(table as string, replaced, input.Item as Item)
             : 0;
         this.count(
           table as string,
@@ -418,7 +426,7 @@ export class CostMeter {
       case "DeleteItemCommand": {
         const indexes =
           failure === undefined
-            ? await this.indexWriteUnits(table as string, this.replaced, undefined)
+            ? await this.indexWriteUnits(table as string, replaced, undefined)
             : 0;
         this.count(
           table as string,
