@@ -12,6 +12,7 @@
  *
  *   npm run bench [-- 100,1000,10000]
  */
+
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
@@ -27,6 +28,7 @@ import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
+import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
@@ -90,11 +92,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   run++;
   const prefix = `bench${run}`;
   const env = {
-    MESHES_TABLE: `${prefix}-meshes`,
-    DATAPLANES_TABLE: `${prefix}-dataplanes`,
-    VIPS_TABLE: `${prefix}-vips`,
-    CLAIMS_TABLE: `${prefix}-claims`,
-    VIP_INDEX_TABLE: `${prefix}-index`,
+    ...prefixedTableEnv(prefix),
     DYNAMODB_ENDPOINT: moto.endpoint,
     SERVICE_SET: mode,
   };

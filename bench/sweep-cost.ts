@@ -10,6 +10,7 @@
  *
  * Writes bench/results/sweep-cost.{md,json}.
  */
+
 import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -23,6 +24,7 @@ import { startMoto } from "../functions/local/moto.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
+import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { CostMeter } from "./cost-meter.ts";
 import { kubernetesDataplane } from "./kubernetes-dataplane.ts";
@@ -52,11 +54,7 @@ const rows: Row[] = [];
 try {
   for (const [run, n] of SIZES.entries()) {
     const env = {
-      MESHES_TABLE: `s${run}-meshes`,
-      DATAPLANES_TABLE: `s${run}-dataplanes`,
-      VIPS_TABLE: `s${run}-vips`,
-      CLAIMS_TABLE: `s${run}-claims`,
-      VIP_INDEX_TABLE: `s${run}-index`,
+      ...prefixedTableEnv(`s${run}`),
       VIP_CIDR: "240.0.0.0/4",
     };
     const config = loadConfig(env);

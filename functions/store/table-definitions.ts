@@ -120,3 +120,14 @@ export function resolveTableNames(env: Readonly<Record<string, string | undefine
     index: name(INDEX_TABLE),
   };
 }
+
+/**
+ * The environment that names every table `<prefix>-<id>` (e.g. `t3-meshes`): tables of their
+ * own for one test, benchmark run or emulator session, so runs sharing an endpoint never see
+ * each other's items or streams.
+ */
+export function prefixedTableEnv(prefix: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const def of ALL_TABLES) env[def.envVar] = `${prefix}-${def.id}`;
+  return env;
+}

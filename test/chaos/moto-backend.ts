@@ -4,6 +4,7 @@
  * throws before it is sent; throttling: a ProvisionedThroughputExceededException), and a clean
  * client for the control plane's writes and the final checks.
  */
+
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../../functions/allocator/config.ts";
@@ -17,6 +18,7 @@ import { decodeAddress, decodeService } from "../../functions/store/claim-items.
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
+import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { DataplaneItem } from "../fixtures/builders.ts";
 import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts";
@@ -34,11 +36,7 @@ export function motoBackend(moto: MotoServer) {
     runs++;
     const prefix = `chaos${process.pid}-${runs}`;
     const config = loadConfig({
-      MESHES_TABLE: `${prefix}-meshes`,
-      DATAPLANES_TABLE: `${prefix}-dataplanes`,
-      VIPS_TABLE: `${prefix}-vips`,
-      CLAIMS_TABLE: `${prefix}-claims`,
-      VIP_INDEX_TABLE: `${prefix}-index`,
+      ...prefixedTableEnv(prefix),
       VIP_CIDR: setup.cidr,
       VIP_QUARANTINE_SECONDS: String(setup.quarantineSeconds),
     });

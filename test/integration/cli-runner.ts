@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLI = "functions/cli/main.ts";
@@ -67,11 +68,7 @@ export class CliRunner {
     this.counter++;
     const prefix = `${this.prefix}${this.counter}`;
     return {
-      MESHES_TABLE: `${prefix}-meshes`,
-      DATAPLANES_TABLE: `${prefix}-dataplanes`,
-      VIPS_TABLE: `${prefix}-vips`,
-      CLAIMS_TABLE: `${prefix}-claims`,
-      VIP_INDEX_TABLE: `${prefix}-index`,
+      ...prefixedTableEnv(prefix),
     };
   };
 }

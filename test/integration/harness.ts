@@ -13,7 +13,7 @@ import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
 import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import type { TableNames } from "../../functions/store/table-definitions.ts";
+import { prefixedTableEnv, type TableNames } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../fixtures/invariants.ts";
@@ -68,11 +68,7 @@ export async function createWorld(
   counter += 1;
   const prefix = `t${process.pid}-${counter}`;
   const baseEnv: Record<string, string> = {
-    MESHES_TABLE: `${prefix}-meshes`,
-    DATAPLANES_TABLE: `${prefix}-dataplanes`,
-    VIPS_TABLE: `${prefix}-vips`,
-    CLAIMS_TABLE: `${prefix}-claims`,
-    VIP_INDEX_TABLE: `${prefix}-index`,
+    ...prefixedTableEnv(prefix),
     DYNAMODB_ENDPOINT: moto.endpoint,
     ...env,
   };

@@ -21,7 +21,11 @@ import {
   type StreamRecordIssue,
 } from "../../functions/local/poller.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { resolveTableNames, type TableNames } from "../../functions/store/table-definitions.ts";
+import {
+  prefixedTableEnv,
+  resolveTableNames,
+  type TableNames,
+} from "../../functions/store/table-definitions.ts";
 
 let moto: MotoServer;
 let ddb: DynamoDBClient;
@@ -45,11 +49,7 @@ async function freshTables(): Promise<TableNames> {
   tableCounter++;
   const prefix = `t${tableCounter}`;
   const tables = resolveTableNames({
-    MESHES_TABLE: `${prefix}-meshes`,
-    DATAPLANES_TABLE: `${prefix}-dataplanes`,
-    VIPS_TABLE: `${prefix}-vips`,
-    CLAIMS_TABLE: `${prefix}-claims`,
-    VIP_INDEX_TABLE: `${prefix}-index`,
+    ...prefixedTableEnv(prefix),
   });
   await createTables(ddb, tables);
   return tables;
