@@ -34,6 +34,23 @@ export function createDynamoClient(config: AllocatorConfig, extra: DynamoDBClien
   });
 }
 
+/**
+ * What every mesh pass needs from the configuration and the runtime (real clock, random ids,
+ * real sleeps): shared by the stream handler, the sweep and the CLI's reconcile.
+ */
+export function passSettings(config: AllocatorConfig, now: () => number = Date.now) {
+  return {
+    pool: config.pool,
+    quarantineSeconds: config.quarantineSeconds,
+    maxAttempts: config.maxWriteAttempts,
+    serviceSet: config.serviceSet,
+    now,
+    newId: randomUUID,
+    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+  };
+}
+
 /** The DynamoDB adapters of the allocator's own tables, over one SDK client. */
 export function dynamoStores(config: AllocatorConfig, client: DynamoDBClient) {
   const doc = new DocumentClient(client);
@@ -56,16 +73,9 @@ export function createStreamHandler(
   const client = options.client ?? createDynamoClient(config);
   const { vipItems, claims, index } = dynamoStores(config, client);
   const settings: BatchSettings = {
+    ...passSettings(config, options.now),
     tables: config.tables,
-    pool: config.pool,
-    quarantineSeconds: config.quarantineSeconds,
-    maxAttempts: config.maxWriteAttempts,
-    serviceSet: config.serviceSet,
     concurrency: options.concurrency ?? 4,
-    now: options.now ?? Date.now,
-    newId: randomUUID,
-    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
-    random: Math.random,
     ...(options.onOutcome !== undefined ? { onOutcome: options.onOutcome } : {}),
   };
 

@@ -1,10 +1,9 @@
-import { randomUUID } from "node:crypto";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import type { AllocatorConfig } from "./config.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
 import { rebuildIndex } from "./rebuild-index.ts";
-import { createDynamoClient, dynamoStores } from "./stream-handler.ts";
+import { createDynamoClient, dynamoStores, passSettings } from "./stream-handler.ts";
 import { type SweepResult, sweep } from "./sweep.ts";
 import type { AllocatorCommand } from "./sweep-event.ts";
 import type { Telemetry } from "./telemetry.ts";
@@ -66,16 +65,7 @@ export function createSweepHandler(
       }
       const result = await sweep(
         { source, vipItems, claims, index, telemetry },
-        {
-          pool: config.pool,
-          quarantineSeconds: config.quarantineSeconds,
-          maxAttempts: config.maxWriteAttempts,
-          serviceSet: config.serviceSet,
-          now,
-          newId: randomUUID,
-          sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
-          random: Math.random,
-        },
+        passSettings(config, now),
         {
           stored: true,
           restart: event.vipAllocator === "sweep" && event.restart === true,

@@ -1,12 +1,9 @@
-import { randomUUID } from "node:crypto";
 import type { AllocatorConfig } from "../../allocator/config.ts";
+import { dynamoStores, passSettings } from "../../allocator/stream-handler.ts";
 import { type Repair, type SweepResult, sweep } from "../../allocator/sweep.ts";
 import { summarize } from "../../allocator/sweep-handler.ts";
 import type { Telemetry } from "../../allocator/telemetry.ts";
-import { DynamoClaimStore } from "../../store/dynamo-claim-store.ts";
-import { DynamoMembershipIndex } from "../../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
-import { DynamoVipItemStore } from "../../store/dynamo-vip-item-store.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";
 
@@ -44,22 +41,11 @@ export async function runSweep(
   return await ctx.onTable(ctx.tables.claims, () =>
     sweep(
       {
-        source: new DynamoMeshSource(ctx.ddb, ctx.tables),
-        vipItems: new DynamoVipItemStore(ctx.doc, ctx.tables.vips),
-        claims: new DynamoClaimStore(ctx.doc, ctx.tables.claims, randomUUID),
-        index: new DynamoMembershipIndex(ctx.doc, ctx.tables.index),
+        source: new DynamoMeshSource(ctx.ddb, config.tables),
+        ...dynamoStores(config, ctx.ddb),
         telemetry: cliTelemetry(ctx),
       },
-      {
-        pool: config.pool,
-        quarantineSeconds: config.quarantineSeconds,
-        maxAttempts: config.maxWriteAttempts,
-        serviceSet: config.serviceSet,
-        now: Date.now,
-        newId: randomUUID,
-        sleep: (ms) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
-        random: Math.random,
-      },
+      passSettings(config),
       {
         dryRun: request.dryRun,
         ...(request.meshes !== undefined ? { meshes: request.meshes } : {}),
