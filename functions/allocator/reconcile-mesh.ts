@@ -98,6 +98,8 @@ export interface MeshOutcome {
   readonly removed: Readonly<Record<string, string>>;
   readonly unallocated: readonly string[];
   readonly attempts: number;
+  /** Of `added`, the services the item listed before at another VIP: service -> that VIP. */
+  readonly renumbered?: Readonly<Record<string, string>>;
   /**
    * Meshes whose items list unallocated services, to reconcile again now: this pass freed
    * addresses and there is no quarantine to wait for.
@@ -255,6 +257,7 @@ async function attemptOnce(
   const assigned = new Map(plan.keep);
   const unallocated = new Map<string, string>();
   const added = emptyRecord<string>();
+  const renumbered = emptyRecord<string>();
   const nowMs = deps.now();
   const finder =
     deps.addresses ?? new AddressFinder(deps.claims, pool, nowMs, deps.quarantineSeconds);
@@ -286,6 +289,7 @@ async function attemptOnce(
     added[service] = vip;
     const old = plan.outOfRange.get(service);
     if (old !== undefined) {
+      renumbered[service] = old;
       telemetry.warn("service renumbered: its VIP lies outside VIP_CIDR", {
         mesh,
         service,
@@ -411,6 +415,7 @@ async function attemptOnce(
       attempt,
     ),
     wake,
+    ...(Object.keys(renumbered).length > 0 ? { renumbered } : {}),
   };
   // With no quarantine, addresses released just now can serve the unallocated right away.
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;

@@ -378,8 +378,7 @@ class Sweep {
     const before = this.repairs.length;
     const useIndex = (this.settings.serviceSet ?? "index") === "index";
     if (useIndex) await this.sweepIndex(mesh);
-    const item = await this.ports.vipItems.get(mesh);
-    if (this.dry) await this.previewItem(mesh, item, useIndex);
+    if (this.dry) await this.previewItem(mesh, await this.ports.vipItems.get(mesh), useIndex);
     else {
       const outcome = await reconcileMesh(mesh, {
         ...this.deps,
@@ -387,7 +386,7 @@ class Sweep {
           ? indexView(this.ports.index, "all")
           : tablesView(this.ports.source, new BatchIngresses(this.ports.source)),
       });
-      this.itemRepairs(mesh, item, outcome);
+      this.itemRepairs(mesh, outcome);
       for (const other of outcome.wake ?? []) this.woken.add(other);
     }
     return this.repairs.slice(before);
@@ -438,7 +437,7 @@ class Sweep {
     }
   }
 
-  private itemRepairs(mesh: string, before: VipItem | undefined, outcome: MeshOutcome): void {
+  private itemRepairs(mesh: string, outcome: MeshOutcome): void {
     if (outcome.action === "created") {
       this.record({
         kind: "item-missing",
@@ -453,7 +452,7 @@ class Sweep {
     }
     if (outcome.action !== "updated") return;
     for (const [service, vip] of Object.entries(outcome.added)) {
-      const old = own(before?.vips, service);
+      const old = own(outcome.renumbered, service);
       if (old !== undefined) {
         this.record({ kind: "item-renumbered", mesh, service, detail: { from: old, to: vip } });
       } else this.record({ kind: "item-services-added", mesh, service, detail: { vip } });
@@ -509,10 +508,7 @@ class Sweep {
       this.record({ kind: "item-of-deleted-mesh", mesh });
       return;
     }
-    const before = await this.ports.vipItems.get(mesh);
-    if (before === undefined) return;
-    const outcome = await reconcileMesh(mesh, this.deps);
-    this.itemRepairs(mesh, before, outcome);
+    this.itemRepairs(mesh, await reconcileMesh(mesh, this.deps));
   }
 
   // --- phase 3: the claims ---------------------------------------------------------------------
@@ -738,13 +734,12 @@ class Sweep {
       this.woken.clear();
       for (const mesh of meshes) {
         if (this.only !== undefined && !this.only.has(mesh)) continue;
-        const before = await this.ports.vipItems.get(mesh);
         const outcome = await reconcileMesh(mesh, {
           ...this.deps,
           addresses: finder,
           ...(useIndex ? { view: indexView(this.ports.index, "all") } : {}),
         });
-        this.itemRepairs(mesh, before, outcome);
+        this.itemRepairs(mesh, outcome);
         for (const other of outcome.wake ?? []) this.woken.add(other);
       }
     }
