@@ -191,7 +191,7 @@ async function attemptOnce(
       await retract(mesh, deps, asserted, undefined);
       return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
     }
-    await vipItems.delete(mesh, current.version);
+    await vipItems.delete(mesh, current);
     let released = 0;
     for (const service of new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])) {
       const result = await leaveMesh(deps.claims, {
@@ -362,7 +362,7 @@ async function attemptOnce(
   };
   let bytes: number;
   try {
-    bytes = await vipItems.put(item, current?.version);
+    bytes = await vipItems.put(item, current);
   } catch (error) {
     if (!(error instanceof VipItemTooLargeError)) throw error;
     // Retrying cannot help: the mesh keeps its last good item, the services this pass would

@@ -155,13 +155,28 @@ describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
     await vipItems.put(vipItem(1), undefined);
 
     // Act
-    const stale = vipItems.put(vipItem(2, { a: "10.0.0.1" }), 0);
+    const stale = vipItems.put(vipItem(2, { a: "10.0.0.1" }), { version: 0, incarnation: "i1" });
     await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
-    const size = await vipItems.put(vipItem(2, { a: "10.0.0.0" }), 1);
+    const size = await vipItems.put(vipItem(2, { a: "10.0.0.0" }), vipItem(1));
 
     // Assert
     expect(size).toBeGreaterThan(0);
     expect(await vipItems.get("m")).toMatchObject({ version: 2, vips: { a: "10.0.0.0" } });
+  });
+
+  it("writes and deletes only over the incarnation it was given, whatever the version", async () => {
+    // Arrange: the mesh's item of a later life (incarnation i2) at version 1
+    const { vipItems } = await make();
+    await vipItems.put({ ...vipItem(1), incarnation: "i2" }, undefined);
+
+    // Act: a writer that read the earlier life (i1) at version 1
+    const put = vipItems.put(vipItem(2, { a: "10.0.0.1" }), vipItem(1));
+    const del = vipItems.delete("m", vipItem(1));
+
+    // Assert
+    await expect(put).rejects.toBeInstanceOf(VersionConflictError);
+    await expect(del).rejects.toBeInstanceOf(VersionConflictError);
+    expect(await vipItems.get("m")).toMatchObject({ version: 1, incarnation: "i2", vips: {} });
   });
 
   it("deletes only the version it was given", async () => {
@@ -170,13 +185,13 @@ describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
     await vipItems.put(vipItem(1), undefined);
 
     // Act
-    const stale = vipItems.delete("m", 2);
+    const stale = vipItems.delete("m", vipItem(2));
     await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
-    const missing = vipItems.delete("other", 1);
+    const missing = vipItems.delete("other", vipItem(1));
     await expect(missing).rejects.toBeInstanceOf(VersionConflictError);
 
     // Assert
-    await vipItems.delete("m", 1);
+    await vipItems.delete("m", vipItem(1));
     expect(await vipItems.get("m")).toBeUndefined();
   });
 
