@@ -171,10 +171,10 @@ describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
 
     // Act: a writer that read the earlier life (i1) at version 1
     const put = vipItems.put(vipItem(2, { a: "10.0.0.1" }), vipItem(1));
+    await expect(put).rejects.toBeInstanceOf(VersionConflictError);
     const del = vipItems.delete("m", vipItem(1));
 
     // Assert
-    await expect(put).rejects.toBeInstanceOf(VersionConflictError);
     await expect(del).rejects.toBeInstanceOf(VersionConflictError);
     expect(await vipItems.get("m")).toMatchObject({ version: 1, incarnation: "i2", vips: {} });
   });
@@ -587,16 +587,20 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
     expect(await index.entriesOf("b")).toEqual([]);
   });
 
-  it("writes a record only at the version it expects, and deletes one that contributes nothing", async () => {
+  it("writes a record only at the version it expects, and keeps one that contributes nothing as a tombstone", async () => {
     // Arrange
     const { index } = await make();
-    const record = (expectedVersion: number | undefined, services: string[]) => ({
+    const record = (
+      expectedVersion: number | undefined,
+      services: string[],
+      sequence = "0001",
+    ) => ({
       key: dp1,
       add: [],
       remove: [],
       record: {
         contributions: services.map((service) => ({ mesh: "a", service })),
-        sequence: "0001",
+        sequence,
         expectedVersion,
       },
     });
@@ -605,14 +609,19 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
     // Act
     const stale = await index.write([record(undefined, ["db"])]);
     const next = await index.write([record(1, ["db"])]);
-    const staleDelete = await index.write([record(1, [])]);
-    const deleted = await index.write([record(2, [])]);
+    const staleEmpty = await index.write([record(1, [])]);
+    const emptied = await index.write([record(2, [], "0002")]);
+    const tombstone = (await index.getDataplanes([dp1])).get('["a","dp-1"]');
+    // A record with no contributions and no stream position (a rebuild's) is deleted.
+    const rebuilt = await index.write([record(3, [], "")]);
 
     // Assert
     expect([...stale]).toEqual(['["a","dp-1"]']);
     expect(next.size).toBe(0);
-    expect([...staleDelete]).toEqual(['["a","dp-1"]']);
-    expect(deleted.size).toBe(0);
+    expect([...staleEmpty]).toEqual(['["a","dp-1"]']);
+    expect(emptied.size).toBe(0);
+    expect(tombstone).toMatchObject({ contributions: [], sequence: "0002", version: 3 });
+    expect(rebuilt.size).toBe(0);
     expect((await index.getDataplanes([dp1])).size).toBe(0);
   });
 
