@@ -146,6 +146,18 @@ export class AddressFinder {
     this.settle();
   }
 
+  /**
+   * Whether the range has a free address now: reads the range again (with no quarantine; the
+   * candidate found goes back for the next caller).
+   */
+  async anyFree(): Promise<boolean> {
+    if (this.quarantineSeconds === 0) this.freedSinceCycle = true;
+    const candidate = await this.next();
+    if (candidate === undefined) return false;
+    this.returned(candidate);
+    return true;
+  }
+
   /** A service was released during this invocation: with no quarantine its address is free. */
   freed(): void {
     if (this.quarantineSeconds === 0) this.freedSinceCycle = true;

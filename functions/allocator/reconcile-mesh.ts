@@ -270,7 +270,7 @@ async function attemptOnce(
       return claim === undefined || pool.canonical(claim.vip) === undefined;
     }).length,
   );
-  for (const service of plan.needed) {
+  const obtain = async (service: string): Promise<void> => {
     const vip = await obtainVip(service, {
       mesh,
       deps,
@@ -282,8 +282,9 @@ async function attemptOnce(
     });
     if (vip === undefined) {
       unallocated.set(service, exhaustedReason(pool));
-      continue;
+      return;
     }
+    unallocated.delete(service);
     asserted.set(service, membership);
     assigned.set(service, vip);
     added[service] = vip;
@@ -299,7 +300,8 @@ async function attemptOnce(
       });
       telemetry.metric(METRIC.renumbered, "Count", 1);
     }
-  }
+  };
+  for (const service of plan.needed) await obtain(service);
   if (deps.addresses === undefined) await flushFinder(finder, deps);
   if (unallocated.size > 0) {
     telemetry.metric(METRIC.exhausted, "Count", unallocated.size);
@@ -403,7 +405,13 @@ async function attemptOnce(
     unallocated: unallocated.size,
     bytes,
   });
-  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
+  const wake = await waitingAndWake(
+    mesh,
+    deps,
+    waiting(current),
+    unallocated.size > 0,
+    released,
+  );
   const written = {
     ...outcome(
       mesh,
@@ -419,8 +427,18 @@ async function attemptOnce(
   };
   // With no quarantine, addresses released just now can serve the unallocated right away.
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
+  // The write listed unallocated services and the mesh is on the waiting list (above): a pass
+  // that released an address and read the list before this mesh was on it woke no one, so the
+  // range is read once more. Either that release is seen here (the pass goes round and takes
+  // the address), or it came after this mesh joined the list, and its wake-up reads the item
+  // just written. No lost wake-up. Only without a quarantine does a release free an address.
+  const missedWake =
+    !freedForWaiting &&
+    unallocated.size > 0 &&
+    deps.quarantineSeconds === 0 &&
+    (await finder.anyFree());
   const fresh = await inputsStill(mesh, deps, true, services);
-  return { outcome: written, settled: fresh && !freedForWaiting };
+  return { outcome: written, settled: fresh && !freedForWaiting && !missedWake };
 }
 
 /**
