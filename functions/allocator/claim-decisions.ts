@@ -37,6 +37,11 @@ export async function leaveMesh(
   const claim = result.claim;
   const moved: LeaveOutcome = result.written ? "left" : "kept";
   if (claim === undefined || claim.meshes.size > 0 || claim.releasedAt !== undefined) return moved;
-  const released = await claims.release({ service: request.service, vip: claim.vip, nowMs });
+  const released = await claims.release({
+    service: request.service,
+    vip: claim.vip,
+    nowMs,
+    ...(claim.former !== undefined ? { former: claim.former } : {}),
+  });
   return released ? "released" : moved;
 }

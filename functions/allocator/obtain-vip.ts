@@ -53,9 +53,10 @@ export async function obtainVip(service: string, ctx: ObtainContext): Promise<st
     }
     let settled = false;
     try {
-      if (candidate.reclaimFrom?.owner === service) {
+      if (candidate.reclaimFrom?.owner === service && candidate.reclaimFrom.former !== true) {
         // Our own released address, seen by the finder after our claim read: re-read the
-        // claim (it will be joined) instead of reclaiming from ourselves.
+        // claim (it will be joined) instead of reclaiming from ourselves. (Our own *former*
+        // address is taken back like any other: a move.)
         finder.discard(candidate);
         settled = true;
         continue;

@@ -127,11 +127,16 @@ export function backoffMs(attempt: number, random: () => number, baseMs = 25, ca
  */
 export async function reconcileMesh(mesh: string, deps: ReconcileDeps): Promise<MeshOutcome> {
   const asserted: Asserted = new Map();
+  /** Meshes an attempt that did not settle woke: they are woken whatever the last attempt finds. */
+  const woken = new Set<string>();
   let lastError: unknown;
   for (let attempt = 1; attempt <= deps.maxAttempts; attempt++) {
     try {
       const result = await attemptOnce(mesh, deps, asserted, attempt);
-      if (result.settled) return result.outcome;
+      for (const other of result.outcome.wake ?? []) woken.add(other);
+      if (result.settled) {
+        return woken.size === 0 ? result.outcome : { ...result.outcome, wake: [...woken].sort() };
+      }
       lastError = new VersionConflictError(`inputs of mesh ${mesh} (changed during the pass)`);
     } catch (error) {
       if (!(error instanceof VersionConflictError)) throw error;

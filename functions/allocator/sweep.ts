@@ -597,7 +597,12 @@ class Sweep {
     ) {
       const released =
         this.dry ||
-        (await this.ports.claims.release({ service, vip: claim.vip, nowMs: this.settings.now() }));
+        (await this.ports.claims.release({
+          service,
+          vip: claim.vip,
+          nowMs: this.settings.now(),
+          ...(claim.former !== undefined ? { former: claim.former } : {}),
+        }));
       if (released) {
         if (!this.dry) this.freed++;
         this.record({ kind: "claim-unreleased", service, detail: { vip: claim.vip } });
@@ -635,13 +640,17 @@ class Sweep {
   }
 
   /**
-   * An address whose owner was released long ago (its hint says so) is one the finder may offer
-   * for reclaim; if the owner has no service claim at all, no reclaim can succeed and the
-   * address is lost to the range: it is dropped. False when it was.
+   * An address whose owner has no service claim at all is held for nobody: with no release
+   * hint, the finder never offers it (a renumbered service's former address whose release
+   * never hinted it); with one, a reclaim takes it. Either way it is dropped once no quarantine
+   * can be running on it (a hint within the quarantine is left alone). Only such suspects are
+   * checked (a former address, or one released long ago): the owner of a live address holds
+   * it, and reading every owner would double the phase's reads. False when it was dropped.
    */
   private async sweepAddress(address: AddressClaim): Promise<boolean> {
     const cutoff = this.settings.now() - this.settings.quarantineSeconds * 1000;
-    if (address.releasedAt === undefined || address.releasedAt > cutoff) return true;
+    if (address.releasedAt !== undefined && address.releasedAt > cutoff) return true;
+    if (address.releasedAt === undefined && address.former !== true) return true;
     const seen = await this.ports.claims.getServices([address.owner], this.strong);
     if (seen.has(address.owner)) return true;
     if (!this.strong && (await this.ports.claims.getServices([address.owner])).has(address.owner)) {

@@ -17,8 +17,9 @@ import type {
  * so the double cannot drift from the adapter.
  *
  * Items: `svc#<service>` (its VIP, and `meshes.<mesh> = {i: incarnation, v: version}` for each
- * mesh that lists it; `releasedAt` once no mesh does), `addr#<vip>` (owner, a random claimId,
- * and a copy of the owner's `releasedAt`), `pool#<cidr>` (next-fit cursor and claim count),
+ * mesh that lists it; `releasedAt` once no mesh does; `former`, the addresses it held before
+ * a renumbering, still owned by it), `addr#<vip>` (owner, a random claimId, a copy of the
+ * owner's `releasedAt`, and `former` when the owner has moved on to another address), `pool#<cidr>` (next-fit cursor and claim count),
  * `renumberings` (how many claims ever moved to another VIP), `waiting` (meshes waiting for an
  * address), `sweep` (the repair sweep's position).
  */
@@ -36,7 +37,8 @@ export const SWEEP_KEY = "sweep";
 /** One conditional write of one claims item. */
 export interface ClaimWrite {
   readonly key: string;
-  readonly action: "put" | "update" | "delete";
+  /** `check`: a transaction's condition on an item it does not change. */
+  readonly action: "put" | "update" | "delete" | "check";
   /** The item a put writes. */
   readonly item?: Item;
   readonly updateExpression?: string;
@@ -72,11 +74,17 @@ export function decodeService(item: Item): ServiceClaim {
     const m = raw[mesh] as { i?: unknown; v?: unknown };
     meshes.set(mesh, { incarnation: String(m.i), version: Number(m.v) });
   }
+  // Its current VIP never counts as former (a service may move back to a former address).
+  const former =
+    item.former instanceof Set
+      ? [...item.former].map(String).filter((vip) => vip !== String(item.vip)).sort()
+      : [];
   return {
     service: String(item.service),
     vip: String(item.vip),
     meshes,
     releasedAt: typeof item.releasedAt === "number" ? item.releasedAt : undefined,
+    ...(former.length > 0 ? { former } : {}),
   };
 }
 
@@ -86,6 +94,7 @@ export function decodeAddress(item: Item): AddressClaim {
     owner: String(item.owner),
     claimId: String(item.claimId),
     releasedAt: typeof item.releasedAt === "number" ? item.releasedAt : undefined,
+    ...(item.former === true ? { former: true } : {}),
   };
 }
 
@@ -201,6 +210,22 @@ export function claimWrites(
 ): { writes: ClaimWrite[]; serviceIndex: number } {
   const { service, candidate, mesh, membership, nowMs } = req;
   const writes = addressWrites(service, candidate, claimId, nowMs, req.reclaimCutoffMs);
+  // Marks the address the service moves away from as former: if it carries a release hint
+  // (the claim was released), it is reclaimable by its own path, not left to a reclaim that
+  // expects the owner to still hold it.
+  const formerMark = (vip: string): ClaimWrite => {
+    const key = addressKey(vip);
+    return {
+      key,
+      action: "update",
+      updateExpression: "SET former = :true",
+      conditionExpression: "#owner = :svc",
+      names: { "#owner": "owner" },
+      values: { ":svc": service, ":true": true },
+      holds: (item) => item?.owner === service,
+      apply: (item) => ({ ...copy(item, key), former: true }),
+    };
+  };
   const key = serviceKey(service);
   const serviceIndex = writes.length;
   if (req.moveFrom === undefined) {
@@ -226,12 +251,15 @@ export function claimWrites(
   writes.push({
     key,
     action: "update",
-    updateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt",
+    // The old address goes to `former`: still owned, and hinted for reclaim when the service
+    // is released (no mesh lists it then), so it is never stranded (see releaseWrites).
+    updateExpression: "SET vip = :new, #meshes.#m = :mem REMOVE releasedAt ADD former :olds",
     conditionExpression: `vip = :old AND ${NOT_LOWER.expression}`,
     names: membershipNames(mesh),
     values: {
       ":new": candidate.vip,
       ":old": oldVip,
+      ":olds": new Set([oldVip]),
       ":mem": membershipValue(membership),
       ":inc": membership.incarnation,
       ":ver": membership.version,
@@ -242,6 +270,9 @@ export function claimWrites(
       next.vip = candidate.vip;
       setMembership(next, mesh, membership);
       delete next.releasedAt;
+      const former = new Set(next.former instanceof Set ? next.former : []);
+      former.add(oldVip);
+      next.former = former;
       return next;
     },
   });
@@ -260,6 +291,7 @@ export function claimWrites(
       moves: (typeof item?.moves === "number" ? item.moves : 0) + 1,
     }),
   });
+  writes.push(formerMark(oldVip));
   return { writes, serviceIndex };
 }
 
@@ -280,6 +312,41 @@ function addressWrites(
     claimedAt: nowMs,
   };
   const previous = candidate.reclaimFrom;
+  if (previous?.former === true) {
+    const take: ClaimWrite = {
+      key,
+      action: "put",
+      item,
+      conditionExpression: "claimId = :previous",
+      values: { ":previous": previous.claimId },
+      holds: (old) => old !== undefined && old.claimId === previous.claimId,
+      apply: () => item,
+    };
+    // Its own former address: the service's own write (a move, conditional on the VIP it
+    // holds) is the check.
+    if (previous.owner === service) return [take];
+    // A former address of another service: the owner's claim stays; the reclaim only checks
+    // that the owner no longer holds this address (or has no claim at all any more).
+    return [
+      {
+        key: serviceKey(previous.owner),
+        action: "check",
+        conditionExpression: "attribute_not_exists(pk) OR vip <> :vip",
+        values: { ":vip": candidate.vip },
+        holds: (old) => old === undefined || old.vip !== candidate.vip,
+        apply: (old) => old,
+      },
+      {
+        key,
+        action: "put",
+        item,
+        conditionExpression: "claimId = :previous",
+        values: { ":previous": previous.claimId },
+        holds: (old) => old !== undefined && old.claimId === previous.claimId,
+        apply: () => item,
+      },
+    ];
+  }
   if (previous === undefined) {
     return [
       {
@@ -294,17 +361,22 @@ function addressWrites(
   }
   return [
     {
+      // The released owner's claim goes with its address. A claim still owning former
+      // addresses may go too: they were hinted for reclaim when it was released. An owner with
+      // no claim left (its address orphaned) holds nothing this reclaim could take away.
       key: serviceKey(previous.owner),
       action: "delete",
-      conditionExpression: "vip = :vip AND size(#meshes) = :zero AND releasedAt <= :cutoff",
+      conditionExpression:
+        "attribute_not_exists(pk) OR (vip = :vip AND size(#meshes) = :zero AND releasedAt <= :cutoff)",
       names: { "#meshes": "meshes" },
       values: { ":vip": candidate.vip, ":zero": 0, ":cutoff": reclaimCutoffMs },
       holds: (old) =>
-        old?.vip === candidate.vip &&
-        mapOf(old, "meshes") !== undefined &&
-        Object.keys(mapOf(old, "meshes") ?? {}).length === 0 &&
-        typeof old.releasedAt === "number" &&
-        old.releasedAt <= reclaimCutoffMs,
+        old === undefined ||
+        (old.vip === candidate.vip &&
+          mapOf(old, "meshes") !== undefined &&
+          Object.keys(mapOf(old, "meshes") ?? {}).length === 0 &&
+          typeof old.releasedAt === "number" &&
+          old.releasedAt <= reclaimCutoffMs),
       apply: () => undefined,
     },
     {
@@ -344,14 +416,39 @@ export function removeMembershipWrite(req: LeaveRequest): ClaimWrite {
   };
 }
 
-/** Starts the quarantine of a service no mesh uses any more, on both claims. */
+/**
+ * Starts the quarantine of a former address (marked `former` when the service moved away from
+ * it) of a service that no mesh uses any more: the release hint makes the finder offer it for
+ * reclaim once the quarantine is over (a reclaim that only checks the owner no longer holds
+ * it). Written before the release itself: the service is in no mesh, so no item lists it at
+ * any address.
+ */
+export function formerHintWrite(service: string, vip: string, nowMs: number): ClaimWrite {
+  const key = addressKey(vip);
+  return {
+    key,
+    action: "update",
+    updateExpression: "SET releasedAt = :now",
+    // Still former: a concurrent pass that moved the service back to it wrote a fresh claim.
+    conditionExpression: "#owner = :svc AND former = :true",
+    names: { "#owner": "owner" },
+    values: { ":svc": service, ":now": nowMs, ":true": true },
+    holds: (item) => item?.owner === service && item?.former === true,
+    apply: (item) => ({ ...copy(item, key), releasedAt: nowMs }),
+  };
+}
+
+/**
+ * Starts the quarantine of a service no mesh uses any more, on both claims; its former
+ * addresses were hinted first ({@link formerHintWrite}), so the claim forgets them.
+ */
 export function releaseWrites(req: ReleaseRequest): ClaimWrite[] {
   const key = serviceKey(req.service);
   return [
     {
       key,
       action: "update",
-      updateExpression: "SET releasedAt = :now",
+      updateExpression: "SET releasedAt = :now REMOVE former",
       conditionExpression:
         "size(#meshes) = :zero AND attribute_not_exists(releasedAt) AND vip = :vip",
       names: { "#meshes": "meshes" },
@@ -365,7 +462,11 @@ export function releaseWrites(req: ReleaseRequest): ClaimWrite[] {
           item?.vip === req.vip
         );
       },
-      apply: (item) => ({ ...copy(item, key), releasedAt: req.nowMs }),
+      apply: (item) => {
+        const next: Item = { ...copy(item, key), releasedAt: req.nowMs };
+        delete next.former;
+        return next;
+      },
     },
     ownedBy(req.service, req.vip, "SET releasedAt = :now", req.nowMs),
   ];

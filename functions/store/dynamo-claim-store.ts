@@ -49,6 +49,7 @@ export class DynamoClaimTable implements ClaimTable {
 
   private async writeOne(write: ClaimWrite): Promise<WriteOutcome> {
     const parts = this.parts(write);
+    if (write.action === "check") throw new Error("a condition check needs a transaction");
     try {
       if (write.action === "put") {
         await this.doc.put({ TableName: this.name, Item: write.item ?? {}, ...parts });
@@ -79,6 +80,9 @@ export class DynamoClaimTable implements ClaimTable {
     }
     if (write.action === "delete") {
       return { Delete: { TableName: this.name, Key: { pk: write.key }, ...parts } };
+    }
+    if (write.action === "check") {
+      return { ConditionCheck: { TableName: this.name, Key: { pk: write.key }, ...parts } };
     }
     return {
       Update: {

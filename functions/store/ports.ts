@@ -135,6 +135,8 @@ export interface ServiceClaim {
   readonly meshes: ReadonlyMap<string, Membership>;
   /** Epoch ms when the service left its last mesh; absent while any mesh uses it. */
   readonly releasedAt: number | undefined;
+  /** Addresses it held before a renumbering, still owned by it (sorted; absent: none). */
+  readonly former?: readonly string[];
 }
 
 /** An address's claim: who owns it. Absent = free. */
@@ -145,6 +147,8 @@ export interface AddressClaim {
   readonly claimId: string;
   /** Copy of the owner's `releasedAt` (a hint that lets the cursor skip reading the owner). */
   readonly releasedAt: number | undefined;
+  /** The owner has moved on to another address (a renumbering); this one is a former one. */
+  readonly former?: true;
 }
 
 /** A free address, or an address whose owner's quarantine is over. */
@@ -192,6 +196,8 @@ export interface ReleaseRequest {
   readonly service: string;
   readonly vip: string;
   readonly nowMs: number;
+  /** The service's former addresses (from its claim): hinted for reclaim first. */
+  readonly former?: readonly string[];
 }
 
 /**

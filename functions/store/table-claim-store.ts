@@ -8,6 +8,7 @@ import {
   decodeAddress,
   decodeService,
   decodeSweepState,
+  formerHintWrite,
   type Item,
   membershipWrites,
   orphanAddressWrite,
@@ -134,6 +135,12 @@ export class TableClaimStore implements ClaimStore {
   }
 
   async release(request: ReleaseRequest): Promise<boolean> {
+    for (const vip of request.former ?? []) {
+      // A failed condition: another service owns it now (reclaimed after an earlier release).
+      await this.table.write("claims.hintFormer", [
+        formerHintWrite(request.service, vip, request.nowMs),
+      ]);
+    }
     return (await this.table.write("claims.release", releaseWrites(request))).ok;
   }
 

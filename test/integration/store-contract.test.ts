@@ -257,6 +257,77 @@ describe.each(IMPLEMENTATIONS)("ClaimStore contract: %s", (_name, make) => {
     expect([...(await claims.getAddresses(["10.0.0.0", "10.0.0.1"])).keys()]).toEqual(["10.0.0.0"]);
   });
 
+  it("keeps a moved claim's old address as former, hints it on release, and lets another service reclaim it", async () => {
+    // Arrange: a holds .0, then moves to .1 (a renumbering)
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    const moved = await claims.claimAddress({
+      service: "a",
+      candidate: at("10.0.0.1", 1),
+      mesh: "m",
+      membership: { incarnation: "i1", version: 2 },
+      nowMs: 2,
+      reclaimCutoffMs: 0,
+      moveFrom: "10.0.0.0",
+    });
+    const afterMove = await serviceClaim(claims, "a");
+    const formerBefore = await addressClaim(claims, "10.0.0.0");
+
+    // Act: a leaves its last mesh; then b reclaims the former address (its quarantine over)
+    const left = await leave(claims, "a", "m", "i1", 2, 50);
+    const hinted = await addressClaim(claims, "10.0.0.0");
+    const reclaim = await claimNew(claims, "b", at("10.0.0.0", 0, hinted), "n", 60, 50);
+
+    // Assert
+    expect(moved).toBe("ok");
+    expect(afterMove).toMatchObject({ vip: "10.0.0.1", former: ["10.0.0.0"] });
+    expect(formerBefore).toMatchObject({ owner: "a", former: true, releasedAt: undefined });
+    expect(left).toBe("released");
+    expect(hinted).toMatchObject({ owner: "a", former: true, releasedAt: 50 });
+    expect(reclaim).toBe("ok");
+    expect(await addressClaim(claims, "10.0.0.0")).toMatchObject({ owner: "b" });
+    expect(await serviceClaim(claims, "a")).toMatchObject({ vip: "10.0.0.1", releasedAt: 50 });
+    expect((await serviceClaim(claims, "a"))?.former).toBeUndefined();
+  });
+
+  it("does not let another service reclaim a former address its owner moved back to", async () => {
+    // Arrange: a moved .0 -> .1 -> back to .0 (its own former address)
+    const { claims } = await make();
+    await claimNew(claims, "a", at("10.0.0.0", 0), "m", 1, 0);
+    const move = (
+      vip: string,
+      offset: number,
+      from: string,
+      version: number,
+      reclaim?: AddressClaim,
+    ) =>
+      claims.claimAddress({
+        service: "a",
+        candidate: at(vip, offset, reclaim),
+        mesh: "m",
+        membership: { incarnation: "i1", version },
+        nowMs: 2,
+        reclaimCutoffMs: 0,
+        moveFrom: from,
+      });
+    await move("10.0.0.1", 1, "10.0.0.0", 2);
+    const former = await addressClaim(claims, "10.0.0.0");
+    const back = await move("10.0.0.0", 0, "10.0.0.1", 3, former);
+
+    // Act: b tries to reclaim .0 with the claim it saw while .0 was former
+    const stolen = await claimNew(claims, "b", at("10.0.0.0", 0, former), "n", 60, 50);
+
+    // Assert
+    expect(back).toBe("ok");
+    expect(stolen).toBe("address-taken");
+    expect(await addressClaim(claims, "10.0.0.0")).toMatchObject({ owner: "a" });
+    expect((await addressClaim(claims, "10.0.0.0"))?.former).toBeUndefined();
+    expect(await serviceClaim(claims, "a")).toMatchObject({
+      vip: "10.0.0.0",
+      former: ["10.0.0.1"],
+    });
+  });
+
   it("releases a service, on both claims, when its last mesh leaves", async () => {
     // Arrange
     const { claims } = await make();

@@ -101,7 +101,7 @@ describe("regression 1: VIP_CIDR rolled back before every mesh was renumbered", 
 });
 
 describe("regression 1 in the adapter", () => {
-  it("DynamoClaimStore moves a claim in a transaction that leaves the old address claim alone", async () => {
+  it("DynamoClaimStore moves a claim in a transaction that keeps the old address claim, marked former", async () => {
     // Arrange
     const sent: unknown[] = [];
     const client = {
@@ -135,9 +135,14 @@ describe("regression 1 in the adapter", () => {
         item.Delete?.Key?.pk?.S ??
         item.ConditionCheck?.Key?.pk?.S,
     );
-    // The old address claim is not in the transaction; the move is counted.
-    expect(keys).not.toContain("addr#10.0.0.0");
-    expect(keys.sort()).toEqual(["addr#10.0.1.0", "renumberings", "svc#s"]);
+    // The old address claim stays the service's: only marked former (decision 052), never
+    // deleted or given away; the move is counted.
+    expect(keys.sort()).toEqual(["addr#10.0.0.0", "addr#10.0.1.0", "renumberings", "svc#s"]);
+    const old = (command.input.TransactItems ?? []).find(
+      (item) => (item.Update?.Key?.pk?.S ?? item.Put?.Item?.pk?.S) === "addr#10.0.0.0",
+    );
+    expect(old?.Update?.UpdateExpression).toBe("SET former = :true");
+    expect(old?.Update?.ConditionExpression).toBe("#owner = :svc");
   });
 });
 
