@@ -17,7 +17,6 @@ import type { Membership, VipItem } from "../domain/types.ts";
 import type { ClaimStore, MeshSource, VipItemStore } from "../store/ports.ts";
 import { AddressFinder } from "./address-finder.ts";
 import { BatchIngresses } from "./batch-ingresses.ts";
-import { leaveMesh } from "./claim-decisions.ts";
 import { type Asserted, leaveAll, retract } from "./memberships.ts";
 import { obtainVip } from "./obtain-vip.ts";
 import { type ServiceSetView, tablesView } from "./service-set-view.ts";
@@ -127,12 +126,111 @@ export function backoffMs(attempt: number, random: () => number, baseMs = 25, ca
  */
 export async function reconcileMesh(mesh: string, deps: ReconcileDeps): Promise<MeshOutcome> {
   const asserted: Asserted = new Map();
+  const failure: FailureState = { deleted: undefined };
+  try {
+    return await attempts(mesh, deps, asserted, failure);
+  } catch (error) {
+    await settleAfterFailure(mesh, deps, asserted, failure);
+    throw error;
+  }
+}
+
+/** What a failed pass must still finish: the leaves of an item it deleted. */
+interface FailureState {
+  deleted: VipItem | undefined;
+}
+
+/**
+ * A pass that fails (throttled after the SDK's retries, out of attempts) leaves no membership
+ * behind that no later pass would remove (invariant 11 on the event path; only a killed
+ * invocation leaves that to the sweep, decision 045): it finishes the leaves of an item it
+ * deleted, and retracts what it asserted against the item as it is now. A few tries, each
+ * after a jittered pause; what still fails is left to the sweep.
+ */
+async function settleAfterFailure(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  failure: FailureState,
+): Promise<void> {
+  for (let tries = 1; tries <= 3; tries++) {
+    try {
+      if (failure.deleted !== undefined) {
+        const deleted = failure.deleted;
+        await leaveAll(
+          [...new Set([...Object.keys(deleted.vips), ...(deleted.leaving ?? [])])],
+          mesh,
+          deleted,
+          deps,
+        );
+        failure.deleted = undefined;
+      }
+      if (asserted.size > 0)
+        await retract(mesh, deps, asserted, await fencedItem(mesh, deps, asserted));
+      return;
+    } catch (error) {
+      if (tries === 3) {
+        deps.telemetry.warn("a failed pass could not settle its memberships; the sweep will", {
+          mesh,
+          services: [...asserted.keys()].slice(0, 50),
+          deleted: failure.deleted !== undefined,
+          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        });
+        return;
+      }
+      await deps.sleep(backoffMs(tries, deps.random));
+    }
+  }
+}
+
+/**
+ * The mesh's item, moved past every version this pass asserted a membership for when its own
+ * write never landed (the fence of decision 041): a membership asserted for version v of the
+ * item's incarnation may be removed only once the item is at v or later, or a concurrent pass
+ * writing v with the service listed would lose its membership. The fence rewrites the item's
+ * content unchanged at that version; a concurrent pass that was about to write it loses its
+ * condition, re-reads and asserts again what it lists.
+ */
+async function fencedItem(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+): Promise<VipItem | undefined> {
+  for (let attempt = 1; ; attempt++) {
+    const current = await deps.vipItems.get(mesh);
+    if (current === undefined) return undefined;
+    let past = current.version;
+    for (const [service, membership] of asserted) {
+      if (own(current.vips, service) !== undefined) continue;
+      if (membership.incarnation === current.incarnation) past = Math.max(past, membership.version);
+    }
+    if (past === current.version) return current;
+    const fence: VipItem = {
+      ...current,
+      version: past,
+      updatedAt: new Date(deps.now()).toISOString(),
+    };
+    try {
+      await deps.vipItems.put(fence, current);
+      return fence;
+    } catch (error) {
+      if (!(error instanceof VersionConflictError) || attempt >= deps.maxAttempts) throw error;
+    }
+  }
+}
+
+async function attempts(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  failure: FailureState,
+): Promise<MeshOutcome> {
   /** Meshes an attempt that did not settle woke: they are woken whatever the last attempt finds. */
   const woken = new Set<string>();
   let lastError: unknown;
   for (let attempt = 1; attempt <= deps.maxAttempts; attempt++) {
     try {
-      const result = await attemptOnce(mesh, deps, asserted, attempt);
+      const result = await attemptOnce(mesh, deps, asserted, attempt, failure);
       for (const other of result.outcome.wake ?? []) woken.add(other);
       if (result.settled) {
         return woken.size === 0 ? result.outcome : { ...result.outcome, wake: [...woken].sort() };
@@ -180,6 +278,7 @@ async function attemptOnce(
   deps: ReconcileDeps,
   asserted: Asserted,
   attempt: number,
+  failure: FailureState,
 ): Promise<Attempt> {
   const { source, vipItems, telemetry, pool } = deps;
   const [current, exists] = await Promise.all([vipItems.get(mesh), source.meshExists(mesh)]);
@@ -197,17 +296,14 @@ async function attemptOnce(
       return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
     }
     await deleteItem(vipItems, current);
-    let released = 0;
-    for (const service of new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])) {
-      const result = await leaveMesh(deps.claims, {
-        service,
-        mesh,
-        incarnation: current.incarnation,
-        upToVersion: current.version,
-        nowMs: deps.now(),
-      });
-      if (result === "released") released++;
-    }
+    failure.deleted = current;
+    const released = await leaveAll(
+      [...new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])],
+      mesh,
+      current,
+      deps,
+    );
+    failure.deleted = undefined;
     if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
     await retract(mesh, deps, asserted, undefined);
     telemetry.info("mesh deleted: VIP item removed, its services left the mesh", {
@@ -410,13 +506,7 @@ async function attemptOnce(
     unallocated: unallocated.size,
     bytes,
   });
-  const wake = await waitingAndWake(
-    mesh,
-    deps,
-    waiting(current),
-    unallocated.size > 0,
-    released,
-  );
+  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
   const written = {
     ...outcome(
       mesh,

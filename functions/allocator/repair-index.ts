@@ -113,10 +113,7 @@ export async function repairIndexDrift(
   const keys = drift.map((found) => found.dataplane);
   // The index first, then the table: a record write conditional on a version read *after* the
   // table read could carry table data older than an event processed in between, and win.
-  const [records, entries] = await Promise.all([
-    index.getDataplanes(keys),
-    index.entriesOf(mesh),
-  ]);
+  const [records, entries] = await Promise.all([index.getDataplanes(keys), index.entriesOf(mesh)]);
   const fresh = await source.dataplanes(keys);
   const items = new Map(fresh.records.map((record) => [dataplaneId(record), record.item]));
   const entered = new Map<string, Contribution[]>();

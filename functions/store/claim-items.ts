@@ -77,7 +77,10 @@ export function decodeService(item: Item): ServiceClaim {
   // Its current VIP never counts as former (a service may move back to a former address).
   const former =
     item.former instanceof Set
-      ? [...item.former].map(String).filter((vip) => vip !== String(item.vip)).sort()
+      ? [...item.former]
+          .map(String)
+          .filter((vip) => vip !== String(item.vip))
+          .sort()
       : [];
   return {
     service: String(item.service),

@@ -47,7 +47,15 @@ const MESHES = ["default", "payments", "edge", "hasOwnProperty"];
 /** Seeds that still fail, left out of the suite until fixed (none now). */
 export const KNOWN_FAILING_SEEDS: readonly number[] = [];
 
-export type FaultKind = "crash" | "throttle" | "redelivery" | "dropped" | "cidr-change" | "clock";
+export type FaultKind =
+  | "crash"
+  | "throttle"
+  | "lost-response"
+  | "redelivery"
+  | "out-of-order"
+  | "dropped"
+  | "cidr-change"
+  | "clock";
 
 export interface ChaosResult {
   readonly seed: number;
@@ -56,6 +64,15 @@ export interface ChaosResult {
   readonly invocations: number;
   readonly violations: readonly string[];
   readonly leaks: readonly string[];
+  /**
+   * Invariants 1-10 after the fault-free final drain, before any sweep; undefined when the run
+   * lost records (the sweep's job).
+   */
+  readonly preSweepViolations: readonly string[] | undefined;
+  /** Invariant 11 before any sweep; undefined when records were lost or an invocation killed. */
+  readonly preSweepLeaks: readonly string[] | undefined;
+  /** Items whose version a full redelivery of every record changed (must be none). */
+  readonly redeliveryChanges: readonly string[];
   /** Corrections the final sweep made, by kind. */
   readonly repairs: ReadonlyMap<string, number>;
   /** Corrections a second sweep made (must be none). */
@@ -83,6 +100,8 @@ export interface Plan {
   requests: number;
   crashAfter: number | undefined;
   throttle: number;
+  /** Chance that a write's response is lost (the SDK then sends it again). */
+  lose?: number;
 }
 
 /** What the state looks like after a run, for the checks. */
@@ -119,6 +138,7 @@ export interface ChaosBackend {
 export class FaultInjector {
   readonly context = new AsyncLocalStorage<Plan>();
   healed = false;
+  lostResponses = 0;
 
   constructor(private readonly random: () => number) {}
 
@@ -131,6 +151,15 @@ export class FaultInjector {
       throw new Killed(operation);
     }
     if (plan.throttle > 0 && this.random() < plan.throttle) throw new Throttled(operation);
+  }
+
+  /** Call after a write landed: whether its response is lost. */
+  loses(_operation: string): boolean {
+    const plan = this.context.getStore();
+    if (plan === undefined || this.healed || (plan.lose ?? 0) === 0) return false;
+    const lost = this.random() < (plan.lose ?? 0);
+    if (lost) this.lostResponses++;
+    return lost;
   }
 }
 
@@ -149,6 +178,7 @@ export function inMemoryBackend(
       await Promise.resolve();
       faults.check(operation);
     },
+    loseResponse: (operation) => faults.loses(operation),
   });
   return {
     quarantineSeconds: world.quarantineSeconds,
@@ -205,6 +235,10 @@ export async function runChaos(
   const fault = (kind: FaultKind) => faults.set(kind, (faults.get(kind) ?? 0) + 1);
   const injector = new FaultInjector(seededRandom(seed + 1));
   const setup = { cidr: pick(CIDRS), quarantineSeconds: pick([0, 5, 30, 60]) };
+  // Some runs kill no invocation and lose no record, so that invariant 11 (no leaks) is checked
+  // on the event path alone too (decision 045: after a kill, it needs the sweep).
+  const kills = chance(0.6);
+  const drops = chance(0.6);
   const world: ChaosBackend =
     options.backend === undefined
       ? inMemoryBackend(seed, injector, setup)
@@ -268,18 +302,20 @@ export async function runChaos(
       if (stream.length === 0) continue;
       const batch = stream.splice(0, 1 + Math.floor(random() * 6));
       const plan: Plan = { requests: 0, crashAfter: undefined, throttle: 0 };
-      if (chance(0.2)) {
+      if (kills && chance(0.2)) {
         plan.crashAfter = Math.floor(random() * 30);
         fault("crash");
       } else if (chance(0.15)) {
         plan.throttle = 0.05;
         fault("throttle");
+      } else if (chance(0.2)) {
+        plan.lose = 0.15;
       }
       work.push(
         invoke(batch, plan).then((outcome) => {
           delivered.push(batch);
           if (outcome.ok) return;
-          if (chance(0.25)) {
+          if (drops && chance(0.25)) {
             fault("dropped");
             operations.push(`dropped ${batch.length - outcome.from} records`);
             return;
@@ -341,6 +377,16 @@ export async function runChaos(
       fault("redelivery");
       operations.push(`redeliver ${again.length} records`);
       await invoke(again, { requests: 0, crashAfter: undefined, throttle: 0 });
+    } else if (roll < 0.75 && delivered.length > 0) {
+      // An older batch delivered again while newer records of the same stream are processed:
+      // two invocations on one dataplane, out of order.
+      const again = pick(delivered);
+      fault("out-of-order");
+      operations.push(`redeliver ${again.length} records beside a delivery`);
+      await Promise.all([
+        invoke(again, { requests: 0, crashAfter: undefined, throttle: 0 }),
+        deliverRound(),
+      ]);
     } else {
       await deliverRound();
       operations.push("deliver");
@@ -349,7 +395,7 @@ export async function runChaos(
 
   // The end: faults stop; what is still pending is delivered or lost; then one sweep.
   injector.healed = true;
-  if (chance(0.5)) {
+  if (!drops || chance(0.5)) {
     for (const stream of [pending.dataplanes, pending.meshes]) {
       while (stream.length > 0)
         await invoke(stream.splice(0, 10), { requests: 0, crashAfter: undefined, throttle: 0 });
@@ -360,6 +406,76 @@ export async function runChaos(
     if (lost > 0) fault("dropped");
     operations.push(`lose the ${lost} pending records`);
   }
+  if (injector.lostResponses > 0) faults.set("lost-response", injector.lostResponses);
+  // A VIP_CIDR change reaches a mesh with its next record (the contract): after a change, every
+  // mesh gets one record (a mesh put that changes nothing), delivered fault-free, so that the
+  // checks below see every mesh under the last range.
+  if ((faults.get("cidr-change") ?? 0) > 0) {
+    const touch = (await world.meshNames()).map((mesh) =>
+      meshRecord(TABLES.meshes, mesh, { oldImage: { name: mesh }, newImage: { name: mesh } }),
+    );
+    if (touch.length > 0) {
+      await invoke(touch, { requests: 0, crashAfter: undefined, throttle: 0 });
+      delivered.push(touch);
+      operations.push(`touch every mesh under ${world.pool.cidr}`);
+    }
+  }
+
+  const checkInvariants = async (): Promise<{ violations: string[]; leaks: string[] }> => {
+    const state = await world.state();
+    const meshes = new Set(await world.meshNames());
+    const expected = new Map<string, string[]>();
+    for (const name of meshes) expected.set(name, await world.serviceSet(name));
+    return {
+      violations: [
+        ...invariantViolations({ items: state.items, meshes, pool: world.pool, expected }),
+        ...honestExhaustion(world, state),
+      ],
+      leaks: leakViolations(state.items, state.services),
+    };
+  };
+  /** Every record delivered so far, again, in order, fault-free: no item's version may move. */
+  const redeliverAll = async (when: string): Promise<string[]> => {
+    const items = (await world.state()).items;
+    const before = new Map(items.map((item) => [item.mesh, item.version]));
+    const content = new Map(items.map((item) => [item.mesh, describe(item)]));
+    for (const batch of [...delivered]) {
+      await invoke(batch, { requests: 0, crashAfter: undefined, throttle: 0 });
+    }
+    const changes: string[] = [];
+    for (const item of (await world.state()).items) {
+      if (before.get(item.mesh) !== item.version) {
+        changes.push(
+          `9 (${when}): ${item.mesh} v${before.get(item.mesh) ?? "-"} ${content.get(item.mesh) ?? ""} -> v${item.version} ${describe(item)}`,
+        );
+      }
+    }
+    for (const mesh of before.keys()) {
+      if (!(await world.state()).items.some((item) => item.mesh === mesh)) {
+        changes.push(`9 (${when}): ${mesh}'s item removed`);
+      }
+    }
+    return changes;
+  };
+  // The event path alone, once the streams are drained: invariants 1-10 (and 11 when no
+  // invocation was killed, decision 045), and a full redelivery changes nothing. Only when no
+  // record was lost: a lost record is the sweep's (and the failure destination's) job.
+  const lostRecords = (faults.get("dropped") ?? 0) > 0;
+  let preSweepViolations: string[] | undefined;
+  let preSweepLeaks: string[] | undefined;
+  const redeliveryChanges: string[] = [];
+  if (!lostRecords) {
+    const before = await checkInvariants();
+    preSweepViolations = before.violations;
+    if ((faults.get("crash") ?? 0) === 0) preSweepLeaks = before.leaks;
+    if (process.env.CHAOS_DEBUG && before.leaks.length > 0) {
+      const st = await world.state();
+      console.log(JSON.stringify(st.items.map((i) => [i.mesh, i.version, i.incarnation, i.vips, i.leaving])));
+      console.log(JSON.stringify(st.services.map((c) => [c.service, c.vip, [...c.meshes], c.releasedAt])));
+    }
+    redeliveryChanges.push(...(await redeliverAll("before the sweep")));
+  }
+
   const settings = { ...world.settings(), serviceSet: "index" as const };
   const ports = world.ports();
   // Without the sweep (`--no-sweep`), the checks show what the event path alone leaves wrong.
@@ -378,6 +494,7 @@ export async function runChaos(
     ...invariantViolations({ items, meshes, pool: world.pool, expected }),
     ...honestExhaustion(world, state),
   );
+  if (!lostRecords) redeliveryChanges.push(...(await redeliverAll("after the sweeps")));
   return {
     seed,
     operations,
@@ -385,10 +502,17 @@ export async function runChaos(
     invocations,
     violations,
     leaks: leakViolations(items, state.services),
+    preSweepViolations,
+    preSweepLeaks,
+    redeliveryChanges,
     repairs,
     secondRepairs: second.repairs.length,
     secondRepairDetails: second.repairs.map((r) => JSON.stringify(r)),
   };
+}
+
+function describe(item: VipItem): string {
+  return JSON.stringify({ vips: item.vips, unallocated: item.unallocated ?? {} });
 }
 
 /**
@@ -470,15 +594,27 @@ export function summarize(results: readonly ChaosResult[]): string {
       .map(([k, n]) => `${k} ${n}`)
       .join(", ") || "none";
   const failing = results.filter(failed);
+  const checked = results.filter((r) => r.preSweepViolations !== undefined);
+  const leakChecked = results.filter((r) => r.preSweepLeaks !== undefined);
+  const count = (list: readonly ChaosResult[], of: (r: ChaosResult) => readonly string[]) =>
+    list.reduce((n, r) => n + of(r).length, 0);
   return [
     `chaos: ${results.length} runs, ${operations} operations, ${invocations} invocations`,
     `faults: ${list(faults)}`,
     `final sweeps corrected: ${list(repairs)}`,
-    `invariant violations: ${results.reduce((n, r) => n + r.violations.length, 0)}, leaks: ${results.reduce((n, r) => n + r.leaks.length, 0)}, second sweeps correcting something: ${results.filter((r) => r.secondRepairs > 0).length}`,
+    `before the sweep (${checked.length} runs that lost no record): invariant 1-10 violations: ${count(checked, (r) => r.preSweepViolations ?? [])}; leaks (${leakChecked.length} runs with no kill either): ${count(leakChecked, (r) => r.preSweepLeaks ?? [])}; version changes on full redelivery: ${count(results, (r) => r.redeliveryChanges)}`,
+    `after the sweeps: invariant violations: ${results.reduce((n, r) => n + r.violations.length, 0)}, leaks: ${results.reduce((n, r) => n + r.leaks.length, 0)}, second sweeps correcting something: ${results.filter((r) => r.secondRepairs > 0).length}`,
     `failing seeds: ${failing.length === 0 ? "none" : failing.map((r) => r.seed).join(", ")}`,
   ].join("\n");
 }
 
 export function failed(result: ChaosResult): boolean {
-  return result.violations.length > 0 || result.leaks.length > 0 || result.secondRepairs > 0;
+  return (
+    result.violations.length > 0 ||
+    result.leaks.length > 0 ||
+    result.secondRepairs > 0 ||
+    (result.preSweepViolations?.length ?? 0) > 0 ||
+    (result.preSweepLeaks?.length ?? 0) > 0 ||
+    result.redeliveryChanges.length > 0
+  );
 }

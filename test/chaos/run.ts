@@ -42,6 +42,9 @@ for (let seed = first; seed < first + runs; seed++) {
     process.stdout.write(
       [
         `seed ${seed} FAILED:`,
+        ...(result.preSweepViolations ?? []).map((v) => `  before the sweep: violation ${v}`),
+        ...(result.preSweepLeaks ?? []).map((v) => `  before the sweep: leak ${v}`),
+        ...result.redeliveryChanges.map((v) => `  full redelivery: ${v}`),
         ...result.violations.map((v) => `  violation ${v}`),
         ...result.leaks.map((v) => `  leak ${v}`),
         ...result.secondRepairDetails.map((r) => `  a second sweep corrected ${r}`),

@@ -11,6 +11,7 @@ import {
   InMemoryMeshSource,
   InMemoryTelemetry,
   InMemoryVipItemStore,
+  type Operation,
   type Pause,
   seededRandom,
   sequentialIds,
@@ -27,6 +28,8 @@ export interface WorldOptions {
   readonly seed?: number;
   /** Where batches get service sets: the membership index, or the tables. @default "tables" */
   readonly mode?: "index" | "tables";
+  /** Which successful writes lose their response (the SDK's retry then answers). */
+  readonly loseResponse?: (operation: Operation) => boolean;
 }
 
 export class World {
@@ -51,6 +54,11 @@ export class World {
     this.index = new InMemoryMembershipIndex(pause);
     this.mode = options.mode ?? "tables";
     this.claims = new InMemoryClaimStore(sequentialIds("claim"), pause);
+    if (options.loseResponse !== undefined) {
+      this.claims.loseResponse = options.loseResponse;
+      this.vipItems.loseResponse = options.loseResponse;
+      this.index.loseResponse = options.loseResponse;
+    }
     this.pool = VipPool.parse(options.cidr ?? "240.0.0.0/27");
     this.quarantineSeconds = options.quarantineSeconds ?? 3600;
     this.maxAttempts = options.maxAttempts ?? 8;
