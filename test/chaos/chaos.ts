@@ -470,8 +470,12 @@ export async function runChaos(
     if ((faults.get("crash") ?? 0) === 0) preSweepLeaks = before.leaks;
     if (process.env.CHAOS_DEBUG && before.leaks.length > 0) {
       const st = await world.state();
-      console.log(JSON.stringify(st.items.map((i) => [i.mesh, i.version, i.incarnation, i.vips, i.leaving])));
-      console.log(JSON.stringify(st.services.map((c) => [c.service, c.vip, [...c.meshes], c.releasedAt])));
+      console.log(
+        JSON.stringify(st.items.map((i) => [i.mesh, i.version, i.incarnation, i.vips, i.leaving])),
+      );
+      console.log(
+        JSON.stringify(st.services.map((c) => [c.service, c.vip, [...c.meshes], c.releasedAt])),
+      );
     }
     redeliveryChanges.push(...(await redeliverAll("before the sweep")));
   }

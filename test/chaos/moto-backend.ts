@@ -25,6 +25,12 @@ import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts"
 import type { ChaosBackend, FaultInjector } from "./chaos.ts";
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
+const SINGLE_WRITES = new Set([
+  "PutItemCommand",
+  "UpdateItemCommand",
+  "DeleteItemCommand",
+  "BatchWriteItemCommand",
+]);
 let runs = 0;
 
 /** A backend factory for {@link runChaos}'s `backend` option, on fresh tables of `moto`. */
@@ -50,6 +56,22 @@ export function motoBackend(moto: MotoServer) {
         return await next(args);
       },
       { step: "initialize", name: "chaosFaults" },
+    );
+    // A lost response: the write reaches DynamoDB, then the SDK sees a timeout and sends it
+    // again (this middleware sits inside the retry loop). Not for transactions: their retry
+    // carries the same ClientRequestToken, which DynamoDB answers as the first (idempotent).
+    faulty.middlewareStack.add(
+      (next, context) => async (args) => {
+        const output = await next(args);
+        const command = String(context.commandName);
+        if (SINGLE_WRITES.has(command) && faults.loses(command)) {
+          throw Object.assign(new Error(`injected: the response to ${command} was lost`), {
+            name: "TimeoutError",
+          });
+        }
+        return output;
+      },
+      { step: "deserialize", name: "chaosLostResponses" },
     );
     const doc = new DocumentClient(clean);
     const meshes = new Set<string>();

@@ -5,7 +5,7 @@
  * VIP_CIDR change, memberships left behind by a crash or a lost response, and bad events.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { PutCommand } from "@aws-sdk/lib-dynamodb";
+import { GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MotoServer } from "../../functions/local/moto.ts";
 import {
@@ -249,6 +249,45 @@ describe("defect 4: a removed service leaves its mesh whatever fails after the i
       expect(item?.vips.e).toBeDefined();
     });
   }
+});
+
+describe("defect 6: a deleted mesh's services leave it when the response to its item's delete is lost", () => {
+  it("releases a service only the deleted mesh used and removes the mesh from a shared one", async () => {
+    // Arrange: M lists s1 and s2; s2 is also in N
+    let current: World | undefined;
+    let faulty = false;
+    const w = await world(
+      {},
+      injectOnce({ command: "DeleteItemCommand", table: (x) => x.tables.vips, kind: "lost" }, () =>
+        faulty ? current : undefined,
+      ),
+    );
+    current = w;
+    await w.putMesh("M");
+    await w.putMesh("N");
+    await w.putDataplane(dataplane("M", "dp", ["s1", "s2"]));
+    await w.putDataplane(dataplane("N", "dp", ["s2"]));
+    await w.drain();
+
+    // Act: M is deleted; the DeleteItem lands, its response is lost, the SDK's retry fails
+    // its condition
+    faulty = true;
+    await w.deleteMesh("M");
+    await w.drain();
+    faulty = false;
+
+    // Assert
+    expect(await w.vipItem("M")).toBeUndefined();
+    const claims = await w.doc.send(
+      new GetCommand({ TableName: w.tables.claims, Key: { pk: "svc#s1" }, ConsistentRead: true }),
+    );
+    expect(typeof claims.Item?.releasedAt).toBe("number");
+    const shared = await w.doc.send(
+      new GetCommand({ TableName: w.tables.claims, Key: { pk: "svc#s2" }, ConsistentRead: true }),
+    );
+    expect(Object.keys(shared.Item?.meshes ?? {})).toEqual(["N"]);
+    await expectInvariants(w, { N: ["s2"] });
+  });
 });
 
 describe("defect 5: events the handler cannot read", () => {
