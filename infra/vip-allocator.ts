@@ -390,6 +390,7 @@ export class VipAllocator extends Construct {
       partitionKey: attribute(def.partitionKey),
       ...(def.sortKey ? { sortKey: attribute(def.sortKey) } : {}),
       ...(def.stream ? { dynamoStream: StreamViewType[def.stream] } : {}),
+      ...(def.timeToLiveAttribute ? { timeToLiveAttribute: def.timeToLiveAttribute } : {}),
       ...(def.indexes !== undefined && def.indexes.length > 0
         ? {
             globalSecondaryIndexes: def.indexes.map((index) => ({

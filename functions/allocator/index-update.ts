@@ -113,12 +113,14 @@ export async function updateIndex(
       },
     });
   }
-  if (writes.length > 0) {
-    const lost = await index.write(writes);
-    if (lost.size > 0) await agreeWithWinners(writes, lost, index);
-    for (const write of writes) {
+  let pending = writes;
+  for (let round = 1; pending.length > 0; round++) {
+    const lost = await index.write(pending);
+    for (const write of pending) {
       if (!lost.has(dataplaneId(write.key))) knownPairs.push(...write.add);
     }
+    if (lost.size === 0) break;
+    pending = await afterLost(pending, lost, index, round < RECORD_ROUNDS);
   }
   return {
     touched: servicesByMesh(touchedPairs),
@@ -129,6 +131,54 @@ export async function updateIndex(
   };
 }
 
+/** Rounds of record writes for one batch before the newest record gives way anyway. */
+const RECORD_ROUNDS = 5;
+
+/**
+ * After record writes lost their condition: a loser whose winner holds a newer (or the same)
+ * stream record agrees with it; a loser whose winner is older (an older record of the same
+ * dataplane processed beside it, or a rebuild's record) is the newer truth and is written again
+ * over the winner: its entries once more (the winner's entries were written before its record,
+ * so they cannot land after these), then its record conditional on the winner's version.
+ * Returns the writes to make again. A record's version alone said "someone wrote"; the
+ * sequence says who is newer, so an older record never wins for good.
+ */
+async function afterLost(
+  writes: readonly IndexWrite[],
+  lost: ReadonlySet<string>,
+  index: MembershipIndex,
+  mayRetry: boolean,
+): Promise<IndexWrite[]> {
+  const losers = writes.filter((write) => lost.has(dataplaneId(write.key)));
+  const winners = await index.getDataplanes(losers.map((write) => write.key));
+  const again: IndexWrite[] = [];
+  const agree: IndexWrite[] = [];
+  for (const write of losers) {
+    const winner = winners.get(dataplaneId(write.key));
+    const record = write.record;
+    const newer =
+      record !== undefined &&
+      record.sequence !== "" &&
+      (winner === undefined || winner.sequence < record.sequence);
+    if (!newer || !mayRetry || record === undefined) {
+      agree.push(write);
+      continue;
+    }
+    const { removed } = diffContributions(
+      [...(winner?.contributions ?? []), ...write.remove],
+      record.contributions,
+    );
+    again.push({
+      key: write.key,
+      add: record.contributions,
+      remove: removed,
+      record: { ...record, expectedVersion: winner?.version },
+    });
+  }
+  if (agree.length > 0) await index.write(agreeing(agree, winners));
+  return again;
+}
+
 /** Entries follow the record that won: add its contributions, remove what we added beyond. */
 export async function agreeWithWinners(
   writes: readonly IndexWrite[],
@@ -137,11 +187,16 @@ export async function agreeWithWinners(
 ): Promise<void> {
   const losers = writes.filter((write) => lost.has(dataplaneId(write.key)));
   const winners = await index.getDataplanes(losers.map((write) => write.key));
-  await index.write(
-    losers.map((write) => {
-      const winner = winners.get(dataplaneId(write.key))?.contributions ?? [];
-      const { added } = diffContributions(winner, write.add);
-      return { key: write.key, add: winner, remove: added };
-    }),
-  );
+  await index.write(agreeing(losers, winners));
+}
+
+function agreeing(
+  losers: readonly IndexWrite[],
+  winners: ReadonlyMap<string, { readonly contributions: readonly Contribution[] }>,
+): IndexWrite[] {
+  return losers.map((write) => {
+    const winner = winners.get(dataplaneId(write.key))?.contributions ?? [];
+    const { added } = diffContributions(winner, write.add);
+    return { key: write.key, add: winner, remove: added };
+  });
 }

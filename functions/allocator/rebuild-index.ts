@@ -65,7 +65,7 @@ export async function rebuildIndex(
     recordsWritten += await reconcileDataplanes(
       fresh.map((record) => ({ key: record, item: record.item })),
       index,
-      options,
+      { ...options, reread: source },
     );
     options.onPage?.(dataplanes);
   }
@@ -82,20 +82,54 @@ async function* meshPages(source: MeshSource, mesh: string): AsyncIterable<Sourc
   yield await source.ingresses();
 }
 
+/** How {@link reconcileDataplanes} knows its table reads are not older than its index reads. */
+export interface ReconcileOptions extends RebuildOptions {
+  /**
+   * The records as read *before* the items were read from the table (the caller read them in
+   * that order). Absent: they are read here, and then `reread` must be given.
+   */
+  readonly stored?: ReadonlyMap<string, IndexedDataplane>;
+  /**
+   * Where the dataplanes a write would change are read again, after their records: a table
+   * read older than the record read could carry data older than an event that wrote the
+   * record in between, and the write, conditional on that record's version, would win.
+   */
+  readonly reread?: Pick<MeshSource, "dataplanes">;
+}
+
 /**
  * Makes each dataplane's record say what its item contributes; returns records written.
  * `extraRemovals`: entries to remove unless the item contributes them; `extraAdds`: dataplanes
- * whose every contribution is written again (idempotent).
+ * whose every contribution is written again (idempotent). Every write rests on a table read
+ * made after the record read its condition names (see {@link ReconcileOptions}).
  */
 export async function reconcileDataplanes(
-  dataplanes: ReadonlyArray<{ readonly key: DataplaneKey; readonly item: unknown }>,
+  read: ReadonlyArray<{ readonly key: DataplaneKey; readonly item: unknown }>,
   index: MembershipIndex,
-  options: RebuildOptions,
+  options: ReconcileOptions,
   extraRemovals: ReadonlyMap<string, readonly Contribution[]> = new Map(),
   extraAdds: ReadonlySet<string> = new Set(),
 ): Promise<number> {
-  if (dataplanes.length === 0) return 0;
-  const stored = await index.getDataplanes(dataplanes.map((dataplane) => dataplane.key));
+  if (read.length === 0) return 0;
+  const stored =
+    options.stored ?? (await index.getDataplanes(read.map((dataplane) => dataplane.key)));
+  let dataplanes = read;
+  if (options.stored === undefined) {
+    if (options.reread === undefined) throw new Error("reconcileDataplanes needs stored or reread");
+    const changing = read.filter(({ key, item }) => {
+      const id = dataplaneId(key);
+      const before = stored.get(id)?.contributions ?? [];
+      return (
+        extraRemovals.has(id) ||
+        extraAdds.has(id) ||
+        !sameContributions(before, contributionsOf(key, item).contributions)
+      );
+    });
+    if (changing.length === 0) return 0;
+    const again = await options.reread.dataplanes(changing.map(({ key }) => key));
+    const items = new Map(again.records.map((record) => [dataplaneId(record), record.item]));
+    dataplanes = changing.map(({ key }) => ({ key, item: items.get(dataplaneId(key)) }));
+  }
   const writes: IndexWrite[] = [];
   for (const { key, item } of dataplanes) {
     const id = dataplaneId(key);
@@ -179,12 +213,14 @@ async function repairFromScan(
   }
   if (suspects.size === 0) return { records: 0, entries: 0 };
   const keys = [...suspects.values()];
+  // Records first, then the table: the writes rest on a table read newer than their records.
+  const stored = await index.getDataplanes(keys);
   const now = await source.dataplanes(keys);
   const items = new Map(now.records.map((record) => [dataplaneId(record), record.item]));
   const written = await reconcileDataplanes(
     keys.map((key) => ({ key, item: items.get(dataplaneId(key)) })),
     index,
-    options,
+    { ...options, stored },
     orphanEntries,
     missingEntries,
   );

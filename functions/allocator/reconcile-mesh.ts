@@ -191,7 +191,7 @@ async function attemptOnce(
       await retract(mesh, deps, asserted, undefined);
       return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
     }
-    await vipItems.delete(mesh, current.version);
+    await deleteItem(vipItems, current);
     let released = 0;
     for (const service of new Set([...Object.keys(current.vips), ...(current.leaving ?? [])])) {
       const result = await leaveMesh(deps.claims, {
@@ -362,7 +362,7 @@ async function attemptOnce(
   };
   let bytes: number;
   try {
-    bytes = await vipItems.put(item, current?.version);
+    bytes = await vipItems.put(item, current);
   } catch (error) {
     if (!(error instanceof VipItemTooLargeError)) throw error;
     // Retrying cannot help: the mesh keeps its last good item, the services this pass would
@@ -421,6 +421,22 @@ async function attemptOnce(
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
   const fresh = await inputsStill(mesh, deps, true, services);
   return { outcome: written, settled: fresh && !freedForWaiting };
+}
+
+/**
+ * Deletes a deleted mesh's item. A failed condition with no item left is a delete that landed
+ * (this pass's, whose response was lost and whose retry by the SDK found the item gone, or a
+ * concurrent pass's): the pass goes on to leave the item's services, which are conditional on
+ * the item's incarnation and version and harmless if already done. Without this, a lost
+ * response left every membership of the mesh behind for good.
+ */
+async function deleteItem(vipItems: VipItemStore, current: VipItem): Promise<void> {
+  try {
+    await vipItems.delete(current.mesh, current);
+  } catch (error) {
+    if (!(error instanceof VersionConflictError)) throw error;
+    if ((await vipItems.get(current.mesh)) !== undefined) throw error;
+  }
 }
 
 function waiting(item: VipItem | undefined): boolean {

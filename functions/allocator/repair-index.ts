@@ -97,10 +97,11 @@ function driftOf(
 }
 
 /**
- * Repairs drift found by {@link meshIndexDrift}: each dataplane is read again from the table
- * first (an event may have changed it since), and only what still disagrees is changed, with
- * the index's own conditional record writes (a record an event writes meanwhile wins). Returns
- * the drift that was confirmed and repaired.
+ * Repairs drift found by {@link meshIndexDrift}: each dataplane's record is read again, then
+ * the dataplane from the table (an event may have changed it since), and only what still
+ * disagrees is changed, with the index's own conditional record writes on the version read
+ * before the table (a record an event writes meanwhile wins). Returns the drift that was
+ * confirmed and repaired.
  */
 export async function repairIndexDrift(
   mesh: string,
@@ -110,11 +111,13 @@ export async function repairIndexDrift(
 ): Promise<IndexDrift[]> {
   if (drift.length === 0) return [];
   const keys = drift.map((found) => found.dataplane);
-  const [fresh, records, entries] = await Promise.all([
-    source.dataplanes(keys),
+  // The index first, then the table: a record write conditional on a version read *after* the
+  // table read could carry table data older than an event processed in between, and win.
+  const [records, entries] = await Promise.all([
     index.getDataplanes(keys),
     index.entriesOf(mesh),
   ]);
+  const fresh = await source.dataplanes(keys);
   const items = new Map(fresh.records.map((record) => [dataplaneId(record), record.item]));
   const entered = new Map<string, Contribution[]>();
   for (const entry of entries) {
@@ -138,7 +141,7 @@ export async function repairIndexDrift(
       item: items.get(dataplaneId(found.dataplane)),
     })),
     index,
-    {},
+    { stored: records },
     removals,
     adds,
   );

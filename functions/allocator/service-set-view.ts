@@ -64,26 +64,37 @@ export function indexView(
   known: ReadonlySet<string> = new Set(),
 ): ServiceSetView {
   let full = touched === "all";
-  /** Which touched services are present: asks the index only about those not known. */
-  const presence = async (mesh: string, services: ReadonlySet<string>) => {
-    const unknown = [...services].filter((service) => !known.has(service));
+  /**
+   * Which touched services are present. `trusted` are taken as present without asking: what
+   * this invocation's own index update wrote. That holds only until another invocation changes
+   * the same dataplanes, so it serves the first read alone; a later attempt and the check after
+   * a write ask the index about every touched service (a pass that trusted a presence another
+   * invocation has since removed finds out there, and goes round again).
+   */
+  const presence = async (
+    mesh: string,
+    services: ReadonlySet<string>,
+    trusted: ReadonlySet<string>,
+  ) => {
+    const unknown = [...services].filter((service) => !trusted.has(service));
     const found = unknown.length === 0 ? new Set<string>() : await index.present(mesh, unknown);
-    for (const service of services) if (known.has(service)) found.add(service);
+    for (const service of services) if (trusted.has(service)) found.add(service);
     return found;
   };
+  const none: ReadonlySet<string> = new Set();
   return {
-    async read(mesh, current) {
+    async read(mesh, current, attempt) {
       if (touched === "all" || current === undefined) {
         full = true;
         return { services: await index.servicesOf(mesh), issues: [] };
       }
       full = false;
-      const present = await presence(mesh, touched);
+      const present = await presence(mesh, touched, attempt === 1 ? known : none);
       return { services: applyPresence(listedServices(current), touched, present), issues: [] };
     },
     async still(mesh, services) {
       if (full || touched === "all") return same(await index.servicesOf(mesh), services);
-      const present = await presence(mesh, touched);
+      const present = await presence(mesh, touched, none);
       const listed = new Set(services);
       return [...touched].every((service) => present.has(service) === listed.has(service));
     },

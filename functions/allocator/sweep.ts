@@ -666,7 +666,7 @@ class Sweep {
       updatedAt: new Date(this.settings.now()).toISOString(),
     };
     try {
-      await this.ports.vipItems.put(next, item.version);
+      await this.ports.vipItems.put(next, item);
     } catch (error) {
       if (!(error instanceof VersionConflictError)) throw error;
       // The item moved on: the next cycle decides on the new one.

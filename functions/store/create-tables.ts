@@ -4,6 +4,7 @@ import {
   DescribeTableCommand,
   type DynamoDBClient,
   ResourceInUseException,
+  UpdateTimeToLiveCommand,
   waitUntilTableExists,
 } from "@aws-sdk/client-dynamodb";
 import { ALL_TABLES, type TableDefinition, type TableNames } from "./table-definitions.ts";
@@ -63,6 +64,14 @@ export async function createTables(
       created = false;
     }
     await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: name });
+    if (created && def.timeToLiveAttribute !== undefined) {
+      await client.send(
+        new UpdateTimeToLiveCommand({
+          TableName: name,
+          TimeToLiveSpecification: { Enabled: true, AttributeName: def.timeToLiveAttribute },
+        }),
+      );
+    }
     const described = await client.send(new DescribeTableCommand({ TableName: name }));
     results.push({ id: def.id, name, created, streamArn: described.Table?.LatestStreamArn });
   }

@@ -8,6 +8,7 @@ import {
   decodeRecord,
   encodeRecord,
   entryKey,
+  keepsRecord,
   meshPartition,
   recordKey,
   recordPartition,
@@ -85,7 +86,7 @@ export class DynamoMembershipIndex implements MembershipIndex {
   ): Promise<boolean> {
     const expected = record.expectedVersion;
     try {
-      if (record.contributions.length === 0) {
+      if (!keepsRecord(record.contributions, record.sequence)) {
         if (expected === undefined) return true;
         await this.doc.delete({
           TableName: this.table,

@@ -1,13 +1,14 @@
 import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
-import type { Page, VipItemStore } from "./ports.ts";
+import type { ItemRevision, Page, VipItemStore } from "./ports.ts";
 import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
 /**
- * The public `vips` table. Every write is conditional on the version read before the new
- * content was computed (`attribute_not_exists` for the first write), the optimistic-locking
- * pattern of the AWS SDK's `VersionedRecordExtension`.
+ * The public `vips` table. Every write is conditional on the version and incarnation read
+ * before the new content was computed (`attribute_not_exists` for the first write), the
+ * optimistic-locking pattern of the AWS SDK's `VersionedRecordExtension` with the incarnation
+ * added against ABA (a mesh deleted and created again restarts at version 1).
  */
 export class DynamoVipItemStore implements VipItemStore {
   constructor(
@@ -20,44 +21,38 @@ export class DynamoVipItemStore implements VipItemStore {
     return item === undefined ? undefined : decodeVipItem(item);
   }
 
-  async put(item: VipItem, expectedVersion: number | undefined): Promise<number> {
+  async put(item: VipItem, expected: ItemRevision | undefined): Promise<number> {
     const { stored, bytes } = encodeVipItem(item);
     try {
       await this.doc.put({
         TableName: this.table,
         Item: stored,
-        ...(expectedVersion === undefined
+        ...(expected === undefined
           ? {
               ConditionExpression: "attribute_not_exists(#m)",
               ExpressionAttributeNames: { "#m": "mesh" },
             }
-          : {
-              ConditionExpression: "#v = :expected",
-              ExpressionAttributeNames: { "#v": "version" },
-              ExpressionAttributeValues: { ":expected": expectedVersion },
-            }),
+          : revisionCondition(expected)),
       });
     } catch (error) {
       if (error instanceof ConditionFailed) {
-        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expectedVersion);
+        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected?.version);
       }
       throw error;
     }
     return bytes;
   }
 
-  async delete(mesh: string, expectedVersion: number): Promise<void> {
+  async delete(mesh: string, expected: ItemRevision): Promise<void> {
     try {
       await this.doc.delete({
         TableName: this.table,
         Key: { mesh },
-        ConditionExpression: "#v = :expected",
-        ExpressionAttributeNames: { "#v": "version" },
-        ExpressionAttributeValues: { ":expected": expectedVersion },
+        ...revisionCondition(expected),
       });
     } catch (error) {
       if (error instanceof ConditionFailed) {
-        throw new VersionConflictError(`VIP item of mesh ${mesh}`, expectedVersion);
+        throw new VersionConflictError(`VIP item of mesh ${mesh}`, expected.version);
       }
       throw error;
     }
@@ -105,4 +100,22 @@ export class DynamoVipItemStore implements VipItemStore {
       next: page.next?.mesh?.S,
     };
   }
+}
+
+/**
+ * The stored item is still the one read: same version, same incarnation (an item written
+ * before incarnations existed has none, and is read as incarnation "").
+ */
+function revisionCondition(expected: ItemRevision) {
+  return {
+    ConditionExpression:
+      expected.incarnation === ""
+        ? "#v = :expected AND attribute_not_exists(#i)"
+        : "#v = :expected AND #i = :incarnation",
+    ExpressionAttributeNames: { "#v": "version", "#i": "incarnation" },
+    ExpressionAttributeValues: {
+      ":expected": expected.version,
+      ...(expected.incarnation === "" ? {} : { ":incarnation": expected.incarnation }),
+    },
+  };
 }

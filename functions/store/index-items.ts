@@ -7,7 +7,11 @@
  * - a record per dataplane of what it contributes now: pk `d#<mesh>` (the mesh it is stored
  *   under), sk `<name>`, with `c` (a list of `{ m, s }`), `seq` (fixed-width stream sequence
  *   number) and `v` (version). A mesh's records are one partition, so the repair sweep reads
- *   them with a Query billed by size, not a key at a time.
+ *   them with a Query billed by size, not a key at a time. A dataplane that contributes
+ *   nothing keeps its record as a tombstone (`c` empty) while the record that emptied it may
+ *   still be delivered again: its `seq` fences off older records (a redelivered INSERT of a
+ *   deleted dataplane). Tombstones carry `expiresAt` (epoch seconds) for the table's TTL,
+ *   {@link TOMBSTONE_TTL_SECONDS} on: far beyond a stream's 24-hour retention.
  */
 import {
   type Contribution,
@@ -19,6 +23,8 @@ import type { PlainRecord } from "./attribute-values.ts";
 import type { IndexEntry, IndexedDataplane } from "./ports.ts";
 
 export const ENTRY_PREFIX = "m#";
+/** How long a tombstone outlives the record that wrote it: a week (streams keep 24 hours). */
+export const TOMBSTONE_TTL_SECONDS = 7 * 24 * 3600;
 export const RECORD_PREFIX = "d#";
 
 export function meshPartition(mesh: string): string {
@@ -55,13 +61,25 @@ export function encodeRecord(
   contributions: readonly Contribution[],
   sequence: string,
   version: number,
+  nowMs: number = Date.now(),
 ): PlainRecord {
   return {
     ...recordKey(dataplane),
     c: contributions.map((pair) => ({ m: pair.mesh, s: pair.service })),
     seq: sequence,
     v: version,
+    ...(contributions.length === 0
+      ? { expiresAt: Math.floor(nowMs / 1000) + TOMBSTONE_TTL_SECONDS }
+      : {}),
   };
+}
+
+/**
+ * Whether a record write keeps an item: a record with contributions, or a tombstone fencing a
+ * stream position. A record with neither (a rebuild's, which has no sequence) is deleted.
+ */
+export function keepsRecord(contributions: readonly unknown[], sequence: string): boolean {
+  return contributions.length > 0 || sequence !== "";
 }
 
 function text(value: unknown, what: string): string {

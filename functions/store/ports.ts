@@ -92,17 +92,29 @@ export interface MembershipIndex {
   scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }
 
-/** The public per-mesh VIP items. Writes are conditional on the version read before. */
+/**
+ * What a conditional write of a VIP item expects to find: the version *and* the incarnation read
+ * before the new content was computed. The version alone is not enough: a mesh deleted and
+ * created again starts a new incarnation at version 1, and a pass held since the old life must
+ * not write over it (ABA).
+ */
+export interface ItemRevision {
+  readonly version: number;
+  readonly incarnation: string;
+}
+
+/** The public per-mesh VIP items. Writes are conditional on the revision read before. */
 export interface VipItemStore {
   /** Strongly consistent read. */
   get(mesh: string): Promise<VipItem | undefined>;
   /**
-   * Writes `item` if the stored version is still `expectedVersion` (undefined: the item must
-   * not exist). Throws `VersionConflictError` otherwise. Returns the item's size in bytes.
+   * Writes `item` if the stored item is still at `expected` (version and incarnation;
+   * undefined: the item must not exist). Throws `VersionConflictError` otherwise. Returns the
+   * item's size in bytes.
    */
-  put(item: VipItem, expectedVersion: number | undefined): Promise<number>;
-  /** Deletes the item if its version is still `expectedVersion`; else `VersionConflictError`. */
-  delete(mesh: string, expectedVersion: number): Promise<void>;
+  put(item: VipItem, expected: ItemRevision | undefined): Promise<number>;
+  /** Deletes the item if it is still at `expected`; else `VersionConflictError`. */
+  delete(mesh: string, expected: ItemRevision): Promise<void>;
   /** Meshes that have an item, a page at a time after `after` (the repair sweep's read). */
   meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
   /**

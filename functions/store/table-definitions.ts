@@ -26,6 +26,8 @@ export interface TableDefinition {
   readonly stream?: "NEW_AND_OLD_IMAGES";
   /** Global secondary indexes, each holding the key and the `include`d attributes only. */
   readonly indexes?: readonly IndexDefinition[];
+  /** The attribute DynamoDB's time to live reads (epoch seconds), if the table has one. */
+  readonly timeToLiveAttribute?: string;
 }
 
 export interface IndexDefinition {
@@ -94,6 +96,8 @@ export const INDEX_TABLE: TableDefinition = {
   defaultName: "vip-index",
   partitionKey: { name: "pk", type: "S" },
   sortKey: { name: "sk", type: "S" },
+  // Tombstones of dataplanes that contribute nothing expire (store/index-items.ts).
+  timeToLiveAttribute: "expiresAt",
 };
 
 export const ALL_TABLES: readonly TableDefinition[] = [

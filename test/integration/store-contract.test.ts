@@ -155,13 +155,28 @@ describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
     await vipItems.put(vipItem(1), undefined);
 
     // Act
-    const stale = vipItems.put(vipItem(2, { a: "10.0.0.1" }), 0);
+    const stale = vipItems.put(vipItem(2, { a: "10.0.0.1" }), { version: 0, incarnation: "i1" });
     await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
-    const size = await vipItems.put(vipItem(2, { a: "10.0.0.0" }), 1);
+    const size = await vipItems.put(vipItem(2, { a: "10.0.0.0" }), vipItem(1));
 
     // Assert
     expect(size).toBeGreaterThan(0);
     expect(await vipItems.get("m")).toMatchObject({ version: 2, vips: { a: "10.0.0.0" } });
+  });
+
+  it("writes and deletes only over the incarnation it was given, whatever the version", async () => {
+    // Arrange: the mesh's item of a later life (incarnation i2) at version 1
+    const { vipItems } = await make();
+    await vipItems.put({ ...vipItem(1), incarnation: "i2" }, undefined);
+
+    // Act: a writer that read the earlier life (i1) at version 1
+    const put = vipItems.put(vipItem(2, { a: "10.0.0.1" }), vipItem(1));
+    await expect(put).rejects.toBeInstanceOf(VersionConflictError);
+    const del = vipItems.delete("m", vipItem(1));
+
+    // Assert
+    await expect(del).rejects.toBeInstanceOf(VersionConflictError);
+    expect(await vipItems.get("m")).toMatchObject({ version: 1, incarnation: "i2", vips: {} });
   });
 
   it("deletes only the version it was given", async () => {
@@ -170,13 +185,13 @@ describe.each(IMPLEMENTATIONS)("VipItemStore contract: %s", (_name, make) => {
     await vipItems.put(vipItem(1), undefined);
 
     // Act
-    const stale = vipItems.delete("m", 2);
+    const stale = vipItems.delete("m", vipItem(2));
     await expect(stale).rejects.toBeInstanceOf(VersionConflictError);
-    const missing = vipItems.delete("other", 1);
+    const missing = vipItems.delete("other", vipItem(1));
     await expect(missing).rejects.toBeInstanceOf(VersionConflictError);
 
     // Assert
-    await vipItems.delete("m", 1);
+    await vipItems.delete("m", vipItem(1));
     expect(await vipItems.get("m")).toBeUndefined();
   });
 
@@ -572,16 +587,20 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
     expect(await index.entriesOf("b")).toEqual([]);
   });
 
-  it("writes a record only at the version it expects, and deletes one that contributes nothing", async () => {
+  it("writes a record only at the version it expects, and keeps one that contributes nothing as a tombstone", async () => {
     // Arrange
     const { index } = await make();
-    const record = (expectedVersion: number | undefined, services: string[]) => ({
+    const record = (
+      expectedVersion: number | undefined,
+      services: string[],
+      sequence = "0001",
+    ) => ({
       key: dp1,
       add: [],
       remove: [],
       record: {
         contributions: services.map((service) => ({ mesh: "a", service })),
-        sequence: "0001",
+        sequence,
         expectedVersion,
       },
     });
@@ -590,14 +609,19 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
     // Act
     const stale = await index.write([record(undefined, ["db"])]);
     const next = await index.write([record(1, ["db"])]);
-    const staleDelete = await index.write([record(1, [])]);
-    const deleted = await index.write([record(2, [])]);
+    const staleEmpty = await index.write([record(1, [])]);
+    const emptied = await index.write([record(2, [], "0002")]);
+    const tombstone = (await index.getDataplanes([dp1])).get('["a","dp-1"]');
+    // A record with no contributions and no stream position (a rebuild's) is deleted.
+    const rebuilt = await index.write([record(3, [], "")]);
 
     // Assert
     expect([...stale]).toEqual(['["a","dp-1"]']);
     expect(next.size).toBe(0);
-    expect([...staleDelete]).toEqual(['["a","dp-1"]']);
-    expect(deleted.size).toBe(0);
+    expect([...staleEmpty]).toEqual(['["a","dp-1"]']);
+    expect(emptied.size).toBe(0);
+    expect(tombstone).toMatchObject({ contributions: [], sequence: "0002", version: 3 });
+    expect(rebuilt.size).toBe(0);
     expect((await index.getDataplanes([dp1])).size).toBe(0);
   });
 

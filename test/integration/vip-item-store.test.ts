@@ -58,11 +58,13 @@ describe("DynamoVipItemStore on moto_server", () => {
     await store.put(item("m", 1), undefined);
 
     await expect(store.put(item("m", 1), undefined)).rejects.toBeInstanceOf(VersionConflictError);
-    await expect(store.put(item("m", 3), 2)).rejects.toBeInstanceOf(VersionConflictError);
-    await store.put(item("m", 2, 3), 1);
+    await expect(store.put(item("m", 3), item("m", 2))).rejects.toBeInstanceOf(
+      VersionConflictError,
+    );
+    await store.put(item("m", 2, 3), item("m", 1));
     expect((await store.get("m"))?.version).toBe(2);
-    await expect(store.delete("m", 1)).rejects.toBeInstanceOf(VersionConflictError);
-    await store.delete("m", 2);
+    await expect(store.delete("m", item("m", 1))).rejects.toBeInstanceOf(VersionConflictError);
+    await store.delete("m", item("m", 2));
     expect(await store.get("m")).toBeUndefined();
   });
 

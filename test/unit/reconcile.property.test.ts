@@ -787,6 +787,8 @@ async function indexContent(index: InMemoryMembershipIndex): Promise<string[]> {
   for await (const page of index.scan()) {
     for (const entry of page.entries) lines.push(`entry ${JSON.stringify(entry)}`);
     for (const record of page.dataplanes) {
+      // A tombstone (no contributions) only fences a stream position: not content.
+      if (record.contributions.length === 0) continue;
       lines.push(`record ${JSON.stringify([record.key, record.contributions])}`);
     }
   }

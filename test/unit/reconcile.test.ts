@@ -476,7 +476,7 @@ describe("reconcileMesh under contention", () => {
     const losing: VipItemStore = {
       get: (mesh) => world.vipItems.get(mesh),
       put: async (item: VipItem, expected) => {
-        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected);
+        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected?.version);
       },
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
       meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
