@@ -1,6 +1,7 @@
 import { createSocket } from "node:dgram";
 import { Resolver } from "node:dns/promises";
 import { connect } from "node:net";
+import { Readable } from "node:stream";
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -14,7 +15,6 @@ import {
   GetShardIteratorCommand,
   type _Record as StreamRecord,
 } from "@aws-sdk/client-dynamodb-streams";
-import { Readable } from "node:stream";
 import dnsPacket from "dns-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordOf } from "../../functions/domain/records.ts";
