@@ -5,6 +5,7 @@ import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
 import { loadConfig, SETTINGS } from "../functions/allocator/config.ts";
+import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { parseStreamArn } from "../functions/store/stream-arn.ts";
 
@@ -153,6 +154,15 @@ export interface VipAllocatorProps {
    */
   readonly vipsStream?: boolean;
   /**
+   * How long each event source waits to fill a batch (whole seconds, 0 to 300). Longer windows
+   * put more records in one invocation (fewer writes per event at low traffic) and delay every
+   * change by up to the window; the repair sweep's grace before it counts drift grows with it.
+   * Costs and latencies per window: docs/deploy.md ("The batching window").
+   *
+   * @default Duration.seconds(1) (`EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds`)
+   */
+  readonly batchingWindow?: Duration;
+  /**
    * Tags for every resource the construct creates (tables, function, roles, queue, topic, key,
    * log groups, alarms, schedule), merged over the default tag. AWS tag rules apply: a key of 1
    * to 128 characters not starting with `aws:`, a value of up to 256.
@@ -230,6 +240,8 @@ export interface ResolvedProps {
   readonly timeout: Duration;
   /** Period of the repair sweep, or undefined when there is no schedule. */
   readonly sweepSchedule: Duration | undefined;
+  /** The event sources' batching window, whole seconds. */
+  readonly batchingWindowSeconds: number;
   /** The default tag with the `tags` prop over it, in a Map (keys are data). */
   readonly tags: ReadonlyMap<string, string>;
 }
@@ -339,6 +351,17 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
   validateExisting("existingDataplanesTable", props.existingDataplanesTable);
   validateTableNames(props);
   const tags = resolveTags(props.tags);
+  const window =
+    props.batchingWindow ?? Duration.seconds(EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds);
+  let batchingWindowSeconds: number;
+  try {
+    batchingWindowSeconds = window.toSeconds();
+  } catch {
+    throw new VipAllocatorPropError("batchingWindow", window, "expected whole seconds");
+  }
+  if (batchingWindowSeconds < 0 || batchingWindowSeconds > 300) {
+    throw new VipAllocatorPropError("batchingWindow", window, "expected 0 to 300 seconds");
+  }
 
   return {
     vipCidr: pool?.cidr ?? vipCidr,
@@ -349,6 +372,7 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
     memorySize,
     timeout,
     sweepSchedule,
+    batchingWindowSeconds,
     tags,
   };
 }

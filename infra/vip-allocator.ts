@@ -32,7 +32,10 @@ import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { TriggerFunction } from "aws-cdk-lib/triggers";
 import { Construct } from "constructs";
 import { SETTINGS } from "../functions/allocator/config.ts";
-import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
+import {
+  EVENT_SOURCE_SETTINGS,
+  inFlightGraceSeconds,
+} from "../functions/allocator/event-source-settings.ts";
 import { BACKFILL, SCHEDULED_SWEEP } from "../functions/allocator/sweep-event.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
@@ -214,6 +217,10 @@ export class VipAllocator extends Construct {
         [INDEX_TABLE.envVar]: this.indexTable.tableName,
         [SETTINGS.cidr.envVar]: resolved.vipCidr,
         [SETTINGS.quarantineSeconds.envVar]: String(resolved.quarantineSeconds),
+        // The sweep's second look waits out what the event path normally takes (decision 071).
+        [SETTINGS.sweepGraceSeconds.envVar]: String(
+          inFlightGraceSeconds(resolved.batchingWindowSeconds),
+        ),
         POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         NODE_OPTIONS: "--enable-source-maps",
@@ -239,10 +246,12 @@ export class VipAllocator extends Construct {
     // An existing table's stream starts at LATEST: its last 24 hours are not replayed (they
     // would be up to a day old, past the 1-hour record age, and land in the failure queue);
     // the backfill below covers everything before the deployment. A new table starts empty.
-    this.meshesEventSource = this.addStream(this.meshesTable, !!props.existingMeshesTable);
+    const window = resolved.batchingWindowSeconds;
+    this.meshesEventSource = this.addStream(this.meshesTable, !!props.existingMeshesTable, window);
     this.dataplanesEventSource = this.addStream(
       this.dataplanesTable,
       !!props.existingDataplanesTable,
+      window,
     );
 
     if (resolved.sweepSchedule) this.sweepSchedule = this.addSweepSchedule(resolved.sweepSchedule);
@@ -416,14 +425,18 @@ export class VipAllocator extends Construct {
     });
   }
 
-  private addStream(table: ITableV2, existing: boolean): DynamoEventSource {
+  private addStream(
+    table: ITableV2,
+    existing: boolean,
+    batchingWindowSeconds: number,
+  ): DynamoEventSource {
     const settings = EVENT_SOURCE_SETTINGS;
     const source = new DynamoEventSource(table, {
       startingPosition: existing
         ? StartingPosition.LATEST
         : StartingPosition[settings.startingPosition],
       batchSize: settings.batchSize,
-      maxBatchingWindow: Duration.seconds(settings.maxBatchingWindowSeconds),
+      maxBatchingWindow: Duration.seconds(batchingWindowSeconds),
       retryAttempts: settings.retryAttempts,
       maxRecordAge: Duration.seconds(settings.maxRecordAgeSeconds),
       bisectBatchOnError: settings.bisectBatchOnError,

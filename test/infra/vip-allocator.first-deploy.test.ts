@@ -1,7 +1,8 @@
-import { RemovalPolicy } from "aws-cdk-lib";
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { describe, expect, test } from "vitest";
+import { inFlightGraceSeconds } from "../../functions/allocator/event-source-settings.ts";
 import { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "../../infra/vip-allocator.ts";
 import { CONTEXT_KEYS } from "../../infra/vip-allocator-stack.ts";
 import { build, getAtt, logicalId, permissionsOf, ref, synth, synthStack } from "./synth.ts";
@@ -219,5 +220,28 @@ describe("reader access", () => {
     expect(outputs.VipsVersionsIndexArn?.Value).toEqual({
       "Fn::Join": ["", [table, "/index/versions"]],
     });
+  });
+});
+
+describe("batching window", () => {
+  test("defaults to 1 s; a given window goes to both event sources and the sweep's grace follows it", () => {
+    const grace = (template: Template) =>
+      Object.values(template.findResources("AWS::Lambda::Function")).map(
+        (fn) => fn.Properties.Environment?.Variables?.SWEEP_GRACE_SECONDS,
+      );
+    const plain = synth().template;
+    plain.allResourcesProperties("AWS::Lambda::EventSourceMapping", {
+      MaximumBatchingWindowInSeconds: 1,
+    });
+    expect(grace(plain)).toEqual([String(inFlightGraceSeconds(1))]);
+    expect(inFlightGraceSeconds(1)).toBe(7);
+    const five = synth({ batchingWindow: Duration.seconds(5) }).template;
+    five.allResourcesProperties("AWS::Lambda::EventSourceMapping", {
+      MaximumBatchingWindowInSeconds: 5,
+    });
+    expect(grace(five)).toEqual(["15"]);
+    expect(() => build({ batchingWindow: Duration.seconds(301) })).toThrow(
+      /invalid batchingWindow .*0 to 300 seconds/,
+    );
   });
 });
