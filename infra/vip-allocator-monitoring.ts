@@ -118,7 +118,11 @@ export class VipAllocatorMonitoring extends Construct {
         treatMissingData,
         alarmDescription,
       });
-      if (actions.length > 0) created.addAlarmAction(...actions);
+      // OK actions too: whoever was paged learns that the condition has cleared.
+      if (actions.length > 0) {
+        created.addAlarmAction(...actions);
+        created.addOkAction(...actions);
+      }
       return created;
     };
     const ageMs = VIP_ALLOCATOR_DEFAULTS.iteratorAgeAlarm.toMilliseconds();

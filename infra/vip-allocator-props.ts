@@ -5,6 +5,7 @@ import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
 import { loadConfig, SETTINGS } from "../functions/allocator/config.ts";
+import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { parseStreamArn } from "../functions/store/stream-arn.ts";
 
@@ -74,17 +75,24 @@ export interface VipAllocatorProps {
    */
   readonly tableNames?: VipAllocatorTableNames;
   /**
-   * What happens to the created tables, the failure queue and the log group when they are
-   * removed from the stack. `SNAPSHOT` is not supported by DynamoDB global tables.
+   * What happens to the created tables, the failure queue, the log groups, the alarm topic and
+   * its key when they are removed from the stack. The default keeps them on an update that
+   * replaces or removes them and on a stack deletion, but lets CloudFormation delete them when
+   * the stack's first creation fails and rolls back (`RetainExceptOnCreate`), so a failed first
+   * deployment leaves nothing behind. `SNAPSHOT` is not supported by DynamoDB global tables.
    *
-   * @default RemovalPolicy.RETAIN
+   * @default RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
    */
   readonly removalPolicy?: RemovalPolicy;
   /**
    * Deletion protection on the created tables. Must not be `true` with
-   * `RemovalPolicy.DESTROY` (the stack could never be deleted).
+   * `RemovalPolicy.DESTROY` (the stack could never be deleted). With
+   * `RETAIN_ON_UPDATE_OR_DELETE` it is off by default: a protected table cannot be deleted by
+   * the rollback of a failed creation (DeleteTable is refused), which would defeat that policy;
+   * the policy itself keeps the tables on updates and stack deletion. Turn it on after the first
+   * successful deployment to also guard against deletion outside CloudFormation.
    *
-   * @default - true, unless `removalPolicy` is `DESTROY`
+   * @default - true with `RemovalPolicy.RETAIN`, false otherwise
    */
   readonly deletionProtection?: boolean;
   /**
@@ -145,6 +153,23 @@ export interface VipAllocatorProps {
    * @default false (no stream on the vips table)
    */
   readonly vipsStream?: boolean;
+  /**
+   * How long each event source waits to fill a batch (whole seconds, 0 to 300). Longer windows
+   * put more records in one invocation (fewer writes per event at low traffic) and delay every
+   * change by up to the window; the repair sweep's grace before it counts drift grows with it.
+   * Costs and latencies per window: docs/deploy.md ("The batching window").
+   *
+   * @default Duration.seconds(1) (`EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds`)
+   */
+  readonly batchingWindow?: Duration;
+  /**
+   * Tags for every resource the construct creates (tables, function, roles, queue, topic, key,
+   * log groups, alarms, schedule), merged over the default tag. AWS tag rules apply: a key of 1
+   * to 128 characters not starting with `aws:`, a value of up to 256.
+   *
+   * @default { application: "vip-allocator" } (`VIP_ALLOCATOR_DEFAULTS.tags`)
+   */
+  readonly tags?: { [key: string]: string };
 }
 
 /** A prop that fails synth-time validation. Names the prop, the value and the bound. */
@@ -179,7 +204,10 @@ export const VIP_ALLOCATOR_DEFAULTS = {
   memorySize: 512,
   timeout: Duration.seconds(60),
   logRetention: RetentionDays.ONE_MONTH,
-  removalPolicy: RemovalPolicy.RETAIN,
+  /** Kept on update and delete; removed when the first creation rolls back (decision 070). */
+  removalPolicy: RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
+  /** Merged under the `tags` prop (cost allocation, finding the stack's resources). */
+  tags: { application: "vip-allocator" } as Readonly<Record<string, string>>,
   /** The failure queue keeps records for SQS's maximum, 14 days. */
   failureRetention: Duration.days(14),
   /** Alarm when the stream lags this far behind (Lambda's IteratorAge, maximum). */
@@ -212,6 +240,10 @@ export interface ResolvedProps {
   readonly timeout: Duration;
   /** Period of the repair sweep, or undefined when there is no schedule. */
   readonly sweepSchedule: Duration | undefined;
+  /** The event sources' batching window, whole seconds. */
+  readonly batchingWindowSeconds: number;
+  /** The default tag with the `tags` prop over it, in a Map (keys are data). */
+  readonly tags: ReadonlyMap<string, string>;
 }
 
 /**
@@ -274,7 +306,8 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
       `expected one of ${REMOVAL_POLICIES.join(", ")} (DynamoDB global tables cannot be snapshotted)`,
     );
   }
-  const deletionProtection = props.deletionProtection ?? removalPolicy !== RemovalPolicy.DESTROY;
+  // A protected table cannot be deleted by the rollback of a failed creation (decision 070).
+  const deletionProtection = props.deletionProtection ?? removalPolicy === RemovalPolicy.RETAIN;
   if (deletionProtection && removalPolicy === RemovalPolicy.DESTROY) {
     throw new VipAllocatorPropError(
       "deletionProtection",
@@ -317,6 +350,18 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
   validateExisting("existingMeshesTable", props.existingMeshesTable);
   validateExisting("existingDataplanesTable", props.existingDataplanesTable);
   validateTableNames(props);
+  const tags = resolveTags(props.tags);
+  const window =
+    props.batchingWindow ?? Duration.seconds(EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds);
+  let batchingWindowSeconds: number;
+  try {
+    batchingWindowSeconds = window.toSeconds();
+  } catch {
+    throw new VipAllocatorPropError("batchingWindow", window, "expected whole seconds");
+  }
+  if (batchingWindowSeconds < 0 || batchingWindowSeconds > 300) {
+    throw new VipAllocatorPropError("batchingWindow", window, "expected 0 to 300 seconds");
+  }
 
   return {
     vipCidr: pool?.cidr ?? vipCidr,
@@ -327,7 +372,38 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
     memorySize,
     timeout,
     sweepSchedule,
+    batchingWindowSeconds,
+    tags,
   };
+}
+
+const TAG_KEY = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$/u;
+const TAG_VALUE = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}$/u;
+
+function resolveTags(given: { readonly [key: string]: string } | undefined): Map<string, string> {
+  const tags = new Map(Object.entries(VIP_ALLOCATOR_DEFAULTS.tags));
+  if (given === undefined) return tags;
+  if (typeof given !== "object" || given === null) {
+    throw new VipAllocatorPropError("tags", given, "expected an object of tag keys to values");
+  }
+  for (const [key, value] of Object.entries(given)) {
+    if (!Token.isUnresolved(key) && (!TAG_KEY.test(key) || key.toLowerCase().startsWith("aws:"))) {
+      throw new VipAllocatorPropError(
+        "tags",
+        key,
+        "expected a tag key of 1 to 128 letters, digits, spaces or _ . : / = + - @, not starting with aws:",
+      );
+    }
+    if (typeof value !== "string" || (!Token.isUnresolved(value) && !TAG_VALUE.test(value))) {
+      throw new VipAllocatorPropError(
+        `tags.${key}`,
+        value,
+        "expected a tag value of up to 256 letters, digits, spaces or _ . : / = + - @",
+      );
+    }
+    tags.set(key, value);
+  }
+  return tags;
 }
 
 function resolveSweepSchedule(

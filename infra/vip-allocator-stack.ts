@@ -24,6 +24,7 @@ export const CONTEXT_KEYS = {
   logRetentionDays: "logRetentionDays",
   alarmTopicArn: "alarmTopicArn",
   sweepScheduleMinutes: "sweepScheduleMinutes",
+  tags: "tags",
 } as const;
 
 export interface VipAllocatorStackProps extends StackProps, VipAllocatorProps {}
@@ -54,7 +55,12 @@ export class VipAllocatorStack extends Stack {
     output(
       "VipsTableArn",
       this.allocator.vipsTable.tableArn,
-      "Grant downstream readers on this ARN",
+      "Grant downstream readers GetItem and Scan on this ARN",
+    );
+    output(
+      "VipsVersionsIndexArn",
+      this.allocator.versionsIndexArn,
+      "The vips table's versions index: a VipReader's probe (Scan, Query) reads it",
     );
     output("MeshesTableName", this.allocator.meshesTable.tableName, "Input: Kuma meshes");
     output(
@@ -134,16 +140,17 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
 
   const removal = text(CONTEXT_KEYS.removalPolicy);
   if (removal !== undefined) {
-    const policies: Record<string, RemovalPolicy> = {
-      retain: RemovalPolicy.RETAIN,
-      destroy: RemovalPolicy.DESTROY,
-    };
-    const policy = policies[removal.toLowerCase()];
+    const policies = new Map<string, RemovalPolicy>([
+      ["retain-on-update-or-delete", RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE],
+      ["retain", RemovalPolicy.RETAIN],
+      ["destroy", RemovalPolicy.DESTROY],
+    ]);
+    const policy = policies.get(removal.toLowerCase());
     if (policy === undefined) {
       throw new VipAllocatorPropError(
         `context ${CONTEXT_KEYS.removalPolicy}`,
         removal,
-        "expected retain or destroy",
+        `expected one of ${[...policies.keys()].join(", ")}`,
       );
     }
     props.removalPolicy = policy;
@@ -164,6 +171,27 @@ export function vipAllocatorPropsFromContext(scope: Construct): VipAllocatorProp
   const sweepMinutes = wholeNumber(CONTEXT_KEYS.sweepScheduleMinutes);
   if (sweepMinutes !== undefined) {
     props.sweepSchedule = sweepMinutes === 0 ? false : Duration.minutes(sweepMinutes);
+  }
+
+  const tags = node.tryGetContext(CONTEXT_KEYS.tags) as unknown;
+  if (tags !== undefined && tags !== null && tags !== "") {
+    // From -c a JSON text, from cdk.json an object; the construct checks keys and values.
+    let parsed: unknown = tags;
+    if (typeof tags === "string") {
+      try {
+        parsed = JSON.parse(tags);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new VipAllocatorPropError(
+        `context ${CONTEXT_KEYS.tags}`,
+        typeof tags === "string" ? tags : JSON.stringify(tags),
+        'expected a JSON object of tag keys to values, e.g. {"team":"mesh"}',
+      );
+    }
+    props.tags = parsed;
   }
 
   const topicArn = text(CONTEXT_KEYS.alarmTopicArn);

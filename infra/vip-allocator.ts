@@ -1,4 +1,4 @@
-import { ArnFormat, Duration, Stack, Validations } from "aws-cdk-lib";
+import { ArnFormat, type CfnResource, Duration, Stack, Tags, Validations } from "aws-cdk-lib";
 import type { Dashboard, IAlarmAction } from "aws-cdk-lib/aws-cloudwatch";
 import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import {
@@ -32,7 +32,10 @@ import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { TriggerFunction } from "aws-cdk-lib/triggers";
 import { Construct } from "constructs";
 import { SETTINGS } from "../functions/allocator/config.ts";
-import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
+import {
+  EVENT_SOURCE_SETTINGS,
+  inFlightGraceSeconds,
+} from "../functions/allocator/event-source-settings.ts";
 import { BACKFILL, SCHEDULED_SWEEP } from "../functions/allocator/sweep-event.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
@@ -92,6 +95,9 @@ exports.handler = async () => {
 `;
 
 export { VIP_ALLOCATOR_DEFAULTS, VipAllocatorPropError } from "./vip-allocator-props.ts";
+
+/** The id aws-cdk-lib gives the stack-level provider of every `Trigger` (aws-cdk-lib/triggers). */
+const TRIGGER_PROVIDER_ID = "AWSCDK.TriggerCustomResourceProviderCustomResourceProvider";
 
 const KEY_TYPES: Record<KeyDefinition["type"], AttributeType> = {
   S: AttributeType.STRING,
@@ -153,6 +159,7 @@ export class VipAllocator extends Construct {
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
     const resolved = validateProps(props, this.node.path);
+    for (const [key, value] of resolved.tags) Tags.of(this).add(key, value);
     this.vipCidr = resolved.vipCidr;
     this.vipsStream = props.vipsStream === true;
 
@@ -210,6 +217,10 @@ export class VipAllocator extends Construct {
         [INDEX_TABLE.envVar]: this.indexTable.tableName,
         [SETTINGS.cidr.envVar]: resolved.vipCidr,
         [SETTINGS.quarantineSeconds.envVar]: String(resolved.quarantineSeconds),
+        // The sweep's second look waits out what the event path normally takes (decision 071).
+        [SETTINGS.sweepGraceSeconds.envVar]: String(
+          inFlightGraceSeconds(resolved.batchingWindowSeconds),
+        ),
         POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         NODE_OPTIONS: "--enable-source-maps",
@@ -235,10 +246,12 @@ export class VipAllocator extends Construct {
     // An existing table's stream starts at LATEST: its last 24 hours are not replayed (they
     // would be up to a day old, past the 1-hour record age, and land in the failure queue);
     // the backfill below covers everything before the deployment. A new table starts empty.
-    this.meshesEventSource = this.addStream(this.meshesTable, !!props.existingMeshesTable);
+    const window = resolved.batchingWindowSeconds;
+    this.meshesEventSource = this.addStream(this.meshesTable, !!props.existingMeshesTable, window);
     this.dataplanesEventSource = this.addStream(
       this.dataplanesTable,
       !!props.existingDataplanesTable,
+      window,
     );
 
     if (resolved.sweepSchedule) this.sweepSchedule = this.addSweepSchedule(resolved.sweepSchedule);
@@ -296,6 +309,8 @@ export class VipAllocator extends Construct {
         principals: [cloudwatch],
         actions: ["kms:Decrypt", "kms:GenerateDataKey*"],
         resources: ["*"],
+        // Only on behalf of this account's alarms (confused deputy).
+        conditions: { StringEquals: { "aws:SourceAccount": stack.account } },
       }),
     );
     const topic = new Topic(this, "AlarmTopic", {
@@ -331,6 +346,34 @@ export class VipAllocator extends Construct {
    */
   grantRead(grantee: IGrantable): Grant {
     return grantOnTable(this.vipsTable, grantee, DATA_READ, true);
+  }
+
+  /**
+   * Lets a `VipReader` (or `vips dns`) read the VIPs, and nothing more: exactly the requests the
+   * reader sends. On the table: `GetItem` (the fetch of a moved item, and the probe of a listed
+   * mesh without the index) and `Scan` (the probe without the index: `probe: "table"`,
+   * `consistentRead: true`, or a reader denied the index). On the `versions` index: `Scan` (the
+   * default probe) and `Query` (the probe of a listed mesh). The table's customer-managed key,
+   * if any: `kms:Decrypt`.
+   */
+  grantReadVips(grantee: IGrantable): Grant {
+    const table = Grant.addToPrincipal({
+      grantee,
+      actions: [...READER_TABLE_ACTIONS],
+      resourceArns: [this.vipsTable.tableArn],
+    });
+    const index = Grant.addToPrincipal({
+      grantee,
+      actions: [...READER_INDEX_ACTIONS],
+      resourceArns: [this.versionsIndexArn],
+    });
+    this.vipsTable.encryptionKey?.grantDecrypt(grantee);
+    return table.combine(index);
+  }
+
+  /** The ARN of the vips table's `versions` index (the reader's default probe). */
+  get versionsIndexArn(): string {
+    return `${this.vipsTable.tableArn}/index/${VERSIONS_INDEX.name}`;
   }
 
   /**
@@ -382,14 +425,18 @@ export class VipAllocator extends Construct {
     });
   }
 
-  private addStream(table: ITableV2, existing: boolean): DynamoEventSource {
+  private addStream(
+    table: ITableV2,
+    existing: boolean,
+    batchingWindowSeconds: number,
+  ): DynamoEventSource {
     const settings = EVENT_SOURCE_SETTINGS;
     const source = new DynamoEventSource(table, {
       startingPosition: existing
         ? StartingPosition.LATEST
         : StartingPosition[settings.startingPosition],
       batchSize: settings.batchSize,
-      maxBatchingWindow: Duration.seconds(settings.maxBatchingWindowSeconds),
+      maxBatchingWindow: Duration.seconds(batchingWindowSeconds),
       retryAttempts: settings.retryAttempts,
       maxRecordAge: Duration.seconds(settings.maxRecordAgeSeconds),
       bisectBatchOnError: settings.bisectBatchOnError,
@@ -451,7 +498,7 @@ export class VipAllocator extends Construct {
         resources: [this.function.functionArn],
       }),
     );
-    return new TriggerFunction(this, "Backfill", {
+    const trigger = new TriggerFunction(this, "Backfill", {
       code: Code.fromInline(BACKFILL_TRIGGER_CODE),
       handler: "index.handler",
       runtime: ALLOCATOR_RUNTIME,
@@ -480,6 +527,30 @@ export class VipAllocator extends Construct {
         this.logGroup,
       ],
     });
+    this.retainTriggerProviderLogs(resolved);
+    return trigger;
+  }
+
+  /**
+   * The trigger's provider (CDK's stack-level `AWSCDK.TriggerCustomResourceProvider`, a raw
+   * `AWS::Lambda::Function`) would log to `/aws/lambda/<name>`, created by Lambda on its first
+   * run and never expiring. It gets a log group of its own with the construct's retention
+   * (one per stack, shared with any other trigger in it; its role's AWS-managed policy already
+   * allows writing to any log group).
+   */
+  private retainTriggerProviderLogs(resolved: ResolvedProps): void {
+    const provider = Stack.of(this).node.tryFindChild(TRIGGER_PROVIDER_ID);
+    const handler = provider?.node.tryFindChild("Handler") as CfnResource | undefined;
+    if (provider === undefined || handler === undefined) {
+      throw new Error(`VipAllocator: ${TRIGGER_PROVIDER_ID} not found; aws-cdk-lib changed`);
+    }
+    if (provider.node.tryFindChild("LogGroup") !== undefined) return;
+    const logGroup = new LogGroup(provider, "LogGroup", {
+      retention: resolved.logRetention,
+      removalPolicy: resolved.removalPolicy,
+    });
+    for (const [key, value] of resolved.tags) Tags.of(logGroup).add(key, value);
+    handler.addPropertyOverride("LoggingConfig", { LogGroup: logGroup.logGroupName });
   }
 
   /**
@@ -554,6 +625,11 @@ function renderedReplicas(cfn: CfnGlobalTable): { Region?: unknown }[] {
   }
   return Array.isArray(replicas) ? (replicas as { Region?: unknown }[]) : [];
 }
+
+/** What `VipReader` sends to the vips table (fetches, and the probe without the index). */
+export const READER_TABLE_ACTIONS = ["dynamodb:GetItem", "dynamodb:Scan"] as const;
+/** What `VipReader` sends to the `versions` index (the default probe; Query for listed meshes). */
+export const READER_INDEX_ACTIONS = ["dynamodb:Query", "dynamodb:Scan"] as const;
 
 /** DynamoDB's data reads and writes, as TableV2's `readData`/`readWriteData` grant them. */
 const DATA_READ = [

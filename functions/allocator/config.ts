@@ -1,6 +1,7 @@
 import { InvalidConfigError } from "../domain/errors.ts";
 import { VipPool } from "../domain/pool.ts";
 import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
+import { inFlightGraceSeconds } from "./event-source-settings.ts";
 
 /** Names and defaults of every setting; CDK sets the function's environment from these. */
 export const SETTINGS = {
@@ -9,6 +10,8 @@ export const SETTINGS = {
   endpoint: { envVar: "DYNAMODB_ENDPOINT" },
   maxWriteAttempts: { envVar: "VIP_MAX_WRITE_ATTEMPTS", default: "6" },
   serviceSet: { envVar: "SERVICE_SET", default: "index" },
+  /** The repair sweep's second look at drift (decision 071); the construct derives it. */
+  sweepGraceSeconds: { envVar: "SWEEP_GRACE_SECONDS", default: String(inFlightGraceSeconds()) },
 } as const;
 
 export interface AllocatorConfig {
@@ -24,6 +27,11 @@ export interface AllocatorConfig {
    * `tables`: the full recompute from the dataplanes table (the index is not kept).
    */
   readonly serviceSet: "index" | "tables";
+  /**
+   * The scheduled sweep looks again, after this long, at drift it found before it corrects and
+   * counts it: drift the event path corrects meanwhile was in flight, not a fault. 0: at once.
+   */
+  readonly sweepGraceSeconds: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -75,6 +83,13 @@ export function loadConfig(env: Env = process.env): AllocatorConfig {
       'expected "index" or "tables"',
     );
   }
+  const sweepGraceSeconds = readInteger(
+    env,
+    SETTINGS.sweepGraceSeconds.envVar,
+    SETTINGS.sweepGraceSeconds.default,
+    0,
+    600,
+  );
   return {
     pool,
     quarantineSeconds,
@@ -82,5 +97,6 @@ export function loadConfig(env: Env = process.env): AllocatorConfig {
     endpoint,
     maxWriteAttempts,
     serviceSet: serviceSetText,
+    sweepGraceSeconds,
   };
 }

@@ -19,3 +19,24 @@ export const EVENT_SOURCE_SETTINGS = {
   /** How often a shard is polled (Lambda polls about four times a second). */
   pollIntervalMs: 250,
 } as const;
+
+/** What one normal batch may take to process (docs/deploy.md: "well under a few seconds"). */
+export const BATCH_ALLOWANCE_SECONDS = 2;
+
+/**
+ * How long a change to an input table normally takes to reach the tables the repair sweep
+ * compares, in whole seconds: one poll interval, then up to two batches on the shard (the one in
+ * progress when the record arrives, then its own: parallelization factor 1), each waiting up to
+ * the batching window and taking up to {@link BATCH_ALLOWANCE_SECONDS}. Drift younger than this
+ * may be the event path's work in flight; the sweep looks at it again after this long before it
+ * counts it as a fault (decision 071). Retries are not included: a batch is retried only after
+ * the function failed, which the Errors alarm reports.
+ */
+export function inFlightGraceSeconds(
+  batchingWindowSeconds: number = EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds,
+): number {
+  return Math.ceil(
+    EVENT_SOURCE_SETTINGS.pollIntervalMs / 1000 +
+      2 * (batchingWindowSeconds + BATCH_ALLOWANCE_SECONDS),
+  );
+}

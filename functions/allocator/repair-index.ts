@@ -20,6 +20,8 @@ export interface IndexDrift {
   readonly orphan: readonly Contribution[];
   /** Its record does not say what it contributes. */
   readonly staleRecord: boolean;
+  /** The version of its record when the drift was read (undefined: no record). */
+  readonly recordVersion?: number;
 }
 
 interface Truth {
@@ -39,7 +41,7 @@ export async function meshIndexDrift(
   ingresses: BatchIngresses,
   index: MembershipIndex,
   consistent = true,
-): Promise<{ drift: IndexDrift[]; issues: InputIssue[] }> {
+): Promise<{ drift: IndexDrift[]; issues: InputIssue[]; services: string[] }> {
   const [own, ingress, entries, stored] = await Promise.all([
     source.dataplanesOf(mesh, consistent),
     ingresses.get(),
@@ -78,7 +80,9 @@ export async function meshIndexDrift(
     const found = driftOf(mesh, key, truth.get(id)?.item, entered.get(id) ?? [], records.get(id));
     if (found !== undefined) drift.push(found);
   }
-  return { drift, issues: [...own.issues, ...ingress.issues] };
+  // The mesh's service set as the index holds it (what a pass over the index would read).
+  const services = [...new Set(entries.map((entry) => entry.service))];
+  return { drift, issues: [...own.issues, ...ingress.issues], services };
 }
 
 function driftOf(
@@ -86,14 +90,22 @@ function driftOf(
   key: DataplaneKey,
   item: unknown,
   entered: readonly Contribution[],
-  record: { readonly contributions: readonly Contribution[] } | undefined,
+  record:
+    | { readonly contributions: readonly Contribution[]; readonly version?: number }
+    | undefined,
 ): IndexDrift | undefined {
   const wanted = contributionsOf(key, item).contributions;
   const here = wanted.filter((pair) => pair.mesh === mesh);
   const { added: missing, removed: orphan } = diffContributions(entered, here);
   const staleRecord = !sameContributions(record?.contributions ?? [], wanted);
   if (missing.length === 0 && orphan.length === 0 && !staleRecord) return undefined;
-  return { dataplane: key, missing, orphan, staleRecord };
+  return {
+    dataplane: key,
+    missing,
+    orphan,
+    staleRecord,
+    ...(record?.version !== undefined ? { recordVersion: record.version } : {}),
+  };
 }
 
 /**

@@ -70,6 +70,8 @@ export function createSweepHandler(
           stored: true,
           restart: event.vipAllocator === "sweep" && event.restart === true,
           backfill: event.vipAllocator === "backfill",
+          // A second look before a correction counts (decision 071).
+          graceMs: config.sweepGraceSeconds * 1000,
           ...(deadline !== undefined ? { deadline } : {}),
         },
       );

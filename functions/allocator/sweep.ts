@@ -59,6 +59,11 @@ export interface Repair {
   readonly mesh?: string;
   readonly service?: string;
   readonly detail?: Record<string, unknown>;
+  /**
+   * Made by the pass of a mesh whose first look was clean: what it changed appeared after that
+   * look, so the event path had it in flight (counted as `SweepInFlight`, not for the alarm).
+   */
+  readonly inFlight?: boolean;
 }
 
 export interface SweepPorts {
@@ -100,6 +105,14 @@ export interface SweepOptions {
   readonly restart?: boolean;
   /** A new cycle after a deployment onto existing tables: its corrections are expected. */
   readonly backfill?: boolean;
+  /**
+   * The event path's normal latency (decision 071). A mesh where a first, read-only look finds
+   * drift (index, item, or an item of a deleted mesh) is looked at again once this long has
+   * passed, and only what is still wrong then is corrected and counted as a repair; drift gone
+   * by then was in flight (`SweepInFlight`). 0 or absent: corrected at once (the CLI, tests).
+   * Not used by a backfill or a dry run.
+   */
+  readonly graceMs?: number;
   /** Items per page of each table. */
   readonly pageSize?: number;
   /** Each correction (made, or with `dryRun` found), as it happens. */
@@ -122,6 +135,27 @@ export interface SweepResult {
 
 /** Time kept back from the deadline to save the position. */
 const SAFETY_MS = 5_000;
+/** Meshes waiting for their second look before they are looked at (bounds the time needed). */
+const MAX_PENDING = 25;
+/** Time kept back, besides the grace, for the second looks of the pending meshes. */
+const SECOND_LOOK_MS = 5_000;
+
+/** A mesh (or, in the claims phase, a service) whose first look found drift. */
+interface Pending {
+  readonly phase: "meshes" | "items" | "claims";
+  /** The mesh, or the service of a claim. */
+  readonly name: string;
+  /** Epoch ms of the first look. */
+  readonly at: number;
+  readonly found: string;
+  /** Meshes phase: the index drift the first look found, with each record's version then. */
+  readonly drift?: readonly IndexDrift[];
+  /** Meshes phase: the item disagreed with the index; its version then (null: no item). */
+  readonly item?: { readonly version: number | null; readonly incarnation: string | null };
+}
+
+/** What a first look at a mesh found, or undefined when it looks clean. */
+type FirstLook = Omit<Pending, "phase" | "name" | "at"> | undefined;
 
 /**
  * The repair sweep: whatever the event path missed (records lost to the failure destination,
@@ -175,6 +209,10 @@ class Sweep {
   private readonly items = new Map<string, VipItem | undefined>();
   /** Claims phase: service -> the meshes whose item lists it (read once per invocation). */
   private listedBy: Map<string, string[]> | undefined;
+  /** Meshes whose first look found drift, in the order found (decision 071). */
+  private readonly pending: Pending[] = [];
+  /** The grace before a second look; 0: no first look, corrections at once. */
+  private readonly graceMs: number;
 
   constructor(
     private readonly ports: SweepPorts,
@@ -186,6 +224,7 @@ class Sweep {
     this.stored = options.stored === true && !this.dry && this.only === undefined;
     this.pageSize = options.pageSize ?? 100;
     this.strong = settings.detection === "strong";
+    this.graceMs = this.dry || options.backfill === true ? 0 : Math.max(0, options.graceMs ?? 0);
     this.detected = new BatchIngresses(ports.source, this.strong);
     const deps = invocationDeps(ports, settings);
     this.deps = deps;
@@ -274,9 +313,49 @@ class Sweep {
     return true;
   }
 
-  private outOfTime(): boolean {
+  private outOfTime(reserveMs = 0): boolean {
     const deadline = this.options.deadline;
-    return deadline !== undefined && this.settings.now() > deadline - SAFETY_MS;
+    return deadline !== undefined && this.settings.now() > deadline - SAFETY_MS - reserveMs;
+  }
+
+  /** Whether a first look comes before corrections (a stored, scheduled cycle; not a backfill). */
+  private deferring(): boolean {
+    return this.graceMs > 0 && this.state.backfill !== true;
+  }
+
+  /** What a new first look must leave time for: the grace and the second looks after it. */
+  private reserve(): number {
+    return this.deferring() ? this.graceMs + SECOND_LOOK_MS : 0;
+  }
+
+  /**
+   * The second look at every pending mesh, once the grace since its first look has passed:
+   * the ordinary correction (strongly consistent re-reads, conditional writes), counted as
+   * repairs. A mesh where it corrects nothing was in flight.
+   */
+  private async secondLooks(): Promise<void> {
+    while (this.pending.length > 0) {
+      const next = this.pending[0] as Pending;
+      const wait = next.at + this.graceMs - this.settings.now();
+      if (wait > 0) await this.settings.sleep(wait);
+      this.pending.shift();
+      const before = this.repairs.length;
+      if (next.phase === "meshes") {
+        const found = await this.secondLookMesh(next);
+        this.options.onMesh?.(next.name, found);
+      } else if (next.phase === "items") await this.correctItem(next.name);
+      else await this.secondLookClaim(next.name);
+      if (this.repairs.slice(before).every((repair) => repair.inFlight === true)) {
+        this.ports.telemetry.metric(METRIC.sweepInFlight, "Count", 1);
+        this.ports.telemetry.info("sweep: drift corrected by the event path meanwhile", {
+          [next.phase === "claims" ? "service" : "mesh"]: next.name,
+          phase: next.phase,
+          found: next.found,
+          seconds: Math.round((this.settings.now() - next.at) / 1000),
+          cycle: this.state.cycle,
+        });
+      }
+    }
   }
 
   /** One page of the current phase; false when it stopped for time in the middle of it. */
@@ -287,12 +366,18 @@ class Sweep {
         this.ports.source.meshPage(p, this.pageSize, this.strong),
       );
       for (const mesh of page.items) {
-        if (this.outOfTime()) return false;
+        if (this.outOfTime(this.reserve())) {
+          await this.secondLooks();
+          return false;
+        }
+        if (this.pending.length >= MAX_PENDING) await this.secondLooks();
         const found = await this.sweepMesh(mesh);
-        this.options.onMesh?.(mesh, found);
+        if (found !== undefined) this.options.onMesh?.(mesh, found);
         this.examined++;
         this.advance({ after: mesh, meshes: this.state.meshes + 1 });
       }
+      // Before the position moves past the page: every mesh of it has had its last look.
+      await this.secondLooks();
       await this.passWoken();
       if (page.next === undefined) this.advance({ phase: "items", after: undefined });
       return true;
@@ -302,10 +387,15 @@ class Sweep {
         this.ports.vipItems.meshPage(p, this.pageSize, this.strong),
       );
       for (const mesh of page.items) {
-        if (this.outOfTime()) return false;
+        if (this.outOfTime(this.reserve())) {
+          await this.secondLooks();
+          return false;
+        }
+        if (this.pending.length >= MAX_PENDING) await this.secondLooks();
         await this.sweepItem(mesh);
         this.advance({ after: mesh });
       }
+      await this.secondLooks();
       if (page.next === undefined) this.advance({ phase: "claims", after: undefined });
       return true;
     }
@@ -319,7 +409,11 @@ class Sweep {
       await this.loadItems();
       const page = await this.ports.claims.scan(after, this.pageSize, this.strong);
       for (const item of page.items) {
-        if (this.outOfTime()) return false;
+        if (this.outOfTime(this.reserve())) {
+          await this.secondLooks();
+          return false;
+        }
+        if (this.pending.length >= MAX_PENDING) await this.secondLooks();
         if ("service" in item) await this.sweepClaim(item.service);
         else if (!(await this.sweepAddress(item.address))) {
           // Dropped: not counted.
@@ -328,6 +422,7 @@ class Sweep {
         }
         this.advance({ after: item.key });
       }
+      await this.secondLooks();
       if (page.next !== undefined) this.advance({ after: page.next });
       else {
         // The counter first: the passes woken next add their own claims to it.
@@ -354,11 +449,13 @@ class Sweep {
     this.state = { ...this.state, ...change };
   }
 
-  private record(repair: Repair): void {
+  private record(found: Repair): void {
+    const repair: Repair = this.inFlight ? { ...found, inFlight: true } : found;
     this.repairs.push(repair);
     this.advance({ repairs: this.state.repairs + 1 });
     this.options.onRepair?.(repair);
     if (!this.dry) {
+      const backfill = this.state.backfill === true;
       this.ports.telemetry.repair(
         repair.kind,
         {
@@ -366,18 +463,134 @@ class Sweep {
           ...(repair.service !== undefined ? { service: repair.service } : {}),
           ...(repair.detail ?? {}),
           cycle: this.state.cycle,
+          ...(backfill ? { backfill: true } : {}),
+          ...(this.inFlight ? { inFlight: true } : {}),
         },
-        this.state.backfill === true,
+        backfill || this.inFlight,
       );
+      if (this.inFlight) this.ports.telemetry.metric(METRIC.sweepInFlight, "Count", 1);
     }
   }
 
+  /** While true, corrections are recorded as the event path's work in flight. */
+  private inFlight = false;
+
   // --- phase 1: each mesh ----------------------------------------------------------------------
 
-  private async sweepMesh(mesh: string): Promise<Repair[]> {
-    const before = this.repairs.length;
+  /**
+   * One mesh of the meshes phase. With a grace (decision 071), a read-only first look comes
+   * first: drift found is left for the second look (undefined: pending); a clean mesh gets its
+   * pass at once, and whatever that pass still changes appeared after the look (in flight).
+   */
+  private async sweepMesh(mesh: string): Promise<Repair[] | undefined> {
     const useIndex = (this.settings.serviceSet ?? "index") === "index";
-    if (useIndex) await this.sweepIndex(mesh);
+    if (!this.deferring() || !useIndex) return await this.correctMesh(mesh, false);
+    const look = await this.firstLook(mesh);
+    if (look !== undefined) {
+      this.pending.push({ ...look, phase: "meshes", name: mesh, at: this.settings.now() });
+      return undefined;
+    }
+    return await this.correctMesh(mesh, true);
+  }
+
+  /**
+   * The second look at a mesh. Index drift is a fault only where the dataplane's record has not
+   * moved since the first look (the event path did not touch it in a whole grace) and the table
+   * still disagrees; drift of records that moved, or that is new, is the event path's work in
+   * flight and left to it. The pass then counts as a fault after a confirmed index repair, or
+   * when the first look found the item wrong and the item has not moved since; otherwise what
+   * it changes is in flight.
+   */
+  private async secondLookMesh(first: Pending): Promise<Repair[]> {
+    const mesh = first.name;
+    const before = this.repairs.length;
+    const { drift, issues } = await meshIndexDrift(
+      mesh,
+      this.ports.source,
+      this.detected,
+      this.ports.index,
+      true,
+    );
+    for (const issue of issues) this.ports.telemetry.badInput(issue);
+    const earlier = new Map(
+      (first.drift ?? []).map((found) => [dataplaneId(found.dataplane), found.recordVersion]),
+    );
+    const persisted = drift.filter((found) => {
+      const id = dataplaneId(found.dataplane);
+      return earlier.has(id) && earlier.get(id) === found.recordVersion;
+    });
+    const confirmed = await repairIndexDrift(mesh, persisted, this.ports.source, this.ports.index);
+    for (const found of confirmed) this.reported.add(dataplaneId(found.dataplane));
+    for (const found of confirmed) {
+      this.record({ kind: "index-drift", mesh, detail: driftDetail(found) });
+    }
+    let inFlight = confirmed.length === 0;
+    if (inFlight && first.item !== undefined) {
+      const item = await this.ports.vipItems.get(mesh);
+      inFlight =
+        (item?.version ?? null) !== first.item.version ||
+        (item?.incarnation ?? null) !== first.item.incarnation;
+    }
+    this.inFlight = inFlight;
+    try {
+      await this.passMesh(mesh, true);
+    } finally {
+      this.inFlight = false;
+    }
+    return this.repairs.slice(before);
+  }
+
+  /**
+   * Read-only: the mesh's index against the dataplanes table (eventually consistent, as the
+   * sweep's detection), and its item against the index's service set and the range. What it
+   * found, or undefined when the mesh looks clean. One GetItem more than a correction reads.
+   */
+  private async firstLook(mesh: string): Promise<FirstLook> {
+    const { drift, issues, services } = await meshIndexDrift(
+      mesh,
+      this.ports.source,
+      this.detected,
+      this.ports.index,
+      this.strong,
+    );
+    if (drift.length > 0) return { found: `index-drift: ${drift.length} dataplanes`, drift };
+    for (const issue of issues) this.ports.telemetry.badInput(issue);
+    const item = await this.ports.vipItems.get(mesh);
+    const at = { version: item?.version ?? null, incarnation: item?.incarnation ?? null };
+    if (item === undefined) return { found: "item-missing", item: at };
+    const listed = new Set(listedServices(item));
+    if (listed.size !== services.length || services.some((service) => !listed.has(service))) {
+      return { found: "item-services", item: at };
+    }
+    for (const vip of Object.values(item.vips)) {
+      if (this.settings.pool.canonical(vip) === undefined) {
+        return { found: "item-renumbered", item: at };
+      }
+    }
+    return undefined;
+  }
+
+  /** The mesh's correction: index drift (read again, strongly), then a pass. */
+  private async correctMesh(mesh: string, inFlight: boolean): Promise<Repair[]> {
+    const before = this.repairs.length;
+    this.inFlight = inFlight;
+    try {
+      await this.correctMeshNow(mesh, inFlight);
+    } finally {
+      this.inFlight = false;
+    }
+    return this.repairs.slice(before);
+  }
+
+  private async correctMeshNow(mesh: string, afterCleanLook: boolean): Promise<void> {
+    const useIndex = (this.settings.serviceSet ?? "index") === "index";
+    // After a clean first look the index agreed with the table a moment ago: the pass alone.
+    if (useIndex && !afterCleanLook) await this.sweepIndex(mesh);
+    await this.passMesh(mesh, useIndex);
+  }
+
+  /** The mesh's pass over its whole service set (with `dryRun`, what it would change). */
+  private async passMesh(mesh: string, useIndex: boolean): Promise<void> {
     if (this.dry) await this.previewItem(mesh, await this.ports.vipItems.get(mesh), useIndex);
     else {
       const outcome = await reconcileMesh(mesh, {
@@ -389,7 +602,6 @@ class Sweep {
       this.itemRepairs(mesh, outcome);
       for (const other of outcome.wake ?? []) this.woken.add(other);
     }
-    return this.repairs.slice(before);
   }
 
   private async sweepIndex(mesh: string): Promise<void> {
@@ -503,6 +715,16 @@ class Sweep {
   // --- phase 2: items of meshes that are gone --------------------------------------------------
 
   private async sweepItem(mesh: string): Promise<void> {
+    if (this.deferring()) {
+      // First look: a mesh deleted a moment ago may have its record still on the way.
+      if (await this.ports.source.meshExists(mesh)) return;
+      this.pending.push({ phase: "items", name: mesh, at: this.settings.now(), found: "deleted" });
+      return;
+    }
+    await this.correctItem(mesh);
+  }
+
+  private async correctItem(mesh: string): Promise<void> {
     if (await this.ports.source.meshExists(mesh)) return;
     if (this.dry) {
       this.record({ kind: "item-of-deleted-mesh", mesh });
@@ -572,6 +794,34 @@ class Sweep {
 
   private async sweepClaim(seen: ServiceClaim): Promise<void> {
     if (!(await this.suspicious(seen))) return;
+    if (this.deferring()) {
+      // A pass may be between its claim write and its item write (or its leave): look again.
+      const at = this.settings.now();
+      this.pending.push({ phase: "claims", name: seen.service, at, found: "claim" });
+      return;
+    }
+    await this.correctClaim(seen);
+  }
+
+  /**
+   * The second look at a claim: the items of the meshes involved are read again (the phase's
+   * copies may predate the passes that were in flight), then the claim is corrected as usual.
+   */
+  private async secondLookClaim(service: string): Promise<void> {
+    const claim = (await this.ports.claims.getServices([service])).get(service);
+    if (claim === undefined) return;
+    const meshes = new Set([...(this.listedBy?.get(service) ?? []), ...claim.meshes.keys()]);
+    const listedIn: string[] = [];
+    for (const mesh of meshes) {
+      const item = await this.ports.vipItems.get(mesh);
+      this.items.set(mesh, item);
+      if (own(item?.vips, service) !== undefined) listedIn.push(mesh);
+    }
+    this.listedBy?.set(service, listedIn);
+    if (await this.suspicious(claim)) await this.correctClaim(claim);
+  }
+
+  private async correctClaim(seen: ServiceClaim): Promise<void> {
     // Found on a detection read: read it again, strongly, before correcting anything.
     const claim = this.strong
       ? seen

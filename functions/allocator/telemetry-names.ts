@@ -44,6 +44,12 @@ export const METRIC = {
   sweepMeshes: "SweepMeshes",
   /** Sweep cycles that reached the end of every mesh (Count). */
   sweepCycles: "SweepCycles",
+  /**
+   * What the sweep found that the event path had in flight (Count, not in the alarm's
+   * metric): drift gone by the sweep's second look, and corrections of a mesh whose first look
+   * was clean (decision 071).
+   */
+  sweepInFlight: "SweepInFlight",
 } as const;
 
 /** The dimension of {@link METRIC.sweepRepairs} naming what was corrected. */

@@ -6,7 +6,7 @@
 export type VipReaderErrorCode =
   /** The vips table does not exist (wrong name, wrong region or account). */
   | "TABLE_NOT_FOUND"
-  /** The caller may not read the table (IAM: grant with `allocator.grantRead`). */
+  /** The caller may not read the table (IAM: grant with `allocator.grantReadVips`; docs/readers.md). */
   | "ACCESS_DENIED"
   /** DynamoDB throttled the reads; the SDK's own retries ran out. */
   | "THROTTLED"

@@ -45,6 +45,7 @@ export {
   VipSnapshot,
 } from "./snapshot.ts";
 export {
+  type ProbeFallback,
   type RefreshStats,
   VipReader,
   type VipReaderOptions,

@@ -61,6 +61,22 @@ export interface VipReaderOptions {
   readonly probe?: "index" | "table";
   /** Full-item fetches in flight at once. @default 8 */
   readonly fetchConcurrency?: number;
+  /**
+   * Called once when the probe leaves the `versions` index for the table: the index does not
+   * exist, or the caller may not read it (AccessDenied: a grant on the table ARN only). The
+   * reader then probes the table for the rest of its life (each probe billed by the items'
+   * whole size). @default one JSON line on stderr
+   */
+  readonly onProbeFallback?: (fallback: ProbeFallback) => void;
+}
+
+/** Why the probe reads the table instead of the `versions` index. */
+export interface ProbeFallback {
+  readonly table: string;
+  readonly index: string;
+  readonly reason: "index-missing" | "access-denied";
+  /** The error DynamoDB returned for the index request (name: message). */
+  readonly error: string;
 }
 
 /** What the last refresh did, in requests. */
@@ -99,6 +115,16 @@ const PROBE_PROJECTION = {
   ExpressionAttributeNames: { "#m": "mesh", "#v": "version", "#i": "incarnation" },
 } as const;
 
+function defaultProbeFallback(fallback: ProbeFallback): void {
+  process.stderr.write(
+    `${JSON.stringify({
+      level: "WARN",
+      message: "VIP reader: probing the table instead of its versions index",
+      ...fallback,
+    })}\n`,
+  );
+}
+
 function defaultMalformed(item: MalformedItem): void {
   process.stderr.write(
     `${JSON.stringify({ level: "WARN", message: "VIP item skipped", ...item })}\n`,
@@ -111,6 +137,7 @@ export class VipReader {
   private readonly consistent: boolean;
   private readonly fixedMeshes: readonly string[] | undefined;
   private readonly onMalformed: (item: MalformedItem) => void;
+  private readonly onProbeFallback: (fallback: ProbeFallback) => void;
   private readonly concurrency: number;
   private current = new VipSnapshot();
   /** Per mesh, the version and incarnation last fetched (good or malformed). */
@@ -130,6 +157,7 @@ export class VipReader {
     this.viaIndex = !this.consistent && options.probe !== "table";
     this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];
     this.onMalformed = options.onMalformed ?? defaultMalformed;
+    this.onProbeFallback = options.onProbeFallback ?? defaultProbeFallback;
     this.concurrency = Math.max(1, options.fetchConcurrency ?? 8);
   }
 
@@ -248,8 +276,11 @@ export class VipReader {
   }
 
   /**
-   * Runs a probe on the `versions` index; a table created before the index existed (the
-   * request fails naming the index) is probed on the table itself from then on.
+   * Runs a probe on the `versions` index. A table created before the index existed (the
+   * request fails naming the index), or a caller allowed the table but not the index
+   * (AccessDenied, e.g. a cross-account grant on the table ARN only), is probed on the table
+   * itself from then on, reported once to `onProbeFallback`. If the table is denied too, that
+   * error is the refresh's.
    */
   private async probeRequest<T>(operation: string, request: (index: boolean) => Promise<T>) {
     if (this.viaIndex) {
@@ -258,10 +289,22 @@ export class VipReader {
       } catch (error) {
         const name = error instanceof Error ? error.name : "";
         const message = error instanceof Error ? error.message : "";
-        if (name !== "ValidationException" || !/index/i.test(message)) {
-          throw readerErrorOf(error, this.table, operation);
+        const missing = name === "ValidationException" && /index/i.test(message);
+        const denied = name === "AccessDeniedException";
+        if (!missing && !denied) throw readerErrorOf(error, this.table, operation);
+        if (this.viaIndex) {
+          this.viaIndex = false;
+          try {
+            this.onProbeFallback({
+              table: this.table,
+              index: VERSIONS_INDEX.name,
+              reason: denied ? "access-denied" : "index-missing",
+              error: `${name}: ${message}`,
+            });
+          } catch {
+            // A reporting callback must not break the reader.
+          }
         }
-        this.viaIndex = false;
       }
     }
     return await this.send(operation, () => request(false));

@@ -85,7 +85,9 @@ describe("the deployable stack", () => {
     const quarantine = contextRejection({ [CONTEXT_KEYS.quarantineSeconds]: "1h" });
     expect(quarantine.message).toContain(`context ${CONTEXT_KEYS.quarantineSeconds} "1h"`);
     const removal = contextRejection({ [CONTEXT_KEYS.removalPolicy]: "snapshot" });
-    expect(removal.message).toContain('"snapshot": expected retain or destroy');
+    expect(removal.message).toContain(
+      '"snapshot": expected one of retain-on-update-or-delete, retain, destroy',
+    );
     const halfTable = contextRejection({ [CONTEXT_KEYS.meshesTableName]: "kuma-meshes" });
     expect(halfTable.message).toContain(CONTEXT_KEYS.meshesStreamArn);
     const topic = contextRejection({ [CONTEXT_KEYS.alarmTopicArn]: "ops" });

@@ -68,12 +68,13 @@ describe("tables", () => {
           Replicas: [
             Match.objectLike({
               PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
-              DeletionProtectionEnabled: true,
+              // Off by default: a protected table would block the cleanup of a failed create.
+              DeletionProtectionEnabled: false,
             }),
           ],
           StreamSpecification: def.stream ? { StreamViewType: def.stream } : Match.absent(),
         }),
-        DeletionPolicy: "Retain",
+        DeletionPolicy: "RetainExceptOnCreate",
         UpdateReplacePolicy: "Retain",
       });
     }
@@ -405,10 +406,11 @@ describe("observability", () => {
     }
   });
 
-  test("every alarm notifies the alarm topic, then the further alarm actions", () => {
+  test("every alarm notifies the alarm topic, then the further alarm actions, when it fires and when it clears", () => {
     const { template: plain, allocator } = synth();
     plain.allResourcesProperties("AWS::CloudWatch::Alarm", {
       AlarmActions: [ref(allocator.alarmTopic)],
+      OKActions: [ref(allocator.alarmTopic)],
     });
 
     let topic: Topic | undefined;
@@ -419,6 +421,7 @@ describe("observability", () => {
     if (!topic) throw new Error("topic not created");
     withActions.allResourcesProperties("AWS::CloudWatch::Alarm", {
       AlarmActions: [ref(withActionsAllocator.alarmTopic), ref(topic)],
+      OKActions: [ref(withActionsAllocator.alarmTopic), ref(topic)],
     });
   });
 

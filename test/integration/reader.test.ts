@@ -1,6 +1,7 @@
 import { createSocket } from "node:dgram";
 import { Resolver } from "node:dns/promises";
 import { connect } from "node:net";
+import { Readable } from "node:stream";
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -23,6 +24,7 @@ import {
   diffStreamRecord,
   type MalformedItem,
   NameTable,
+  type ProbeFallback,
   type SnapshotDiff,
   VipReader,
   VipReaderError,
@@ -69,6 +71,46 @@ function recordingClient(): { client: DynamoDBClient; calls: Call[] } {
 }
 
 const commands = (calls: readonly Call[]) => calls.map((call) => call.command);
+
+/**
+ * A recording client for a caller whose IAM policy allows the vips table but not its
+ * `versions` index (a grant on `VipsTableArn` only). The local engine does not enforce IAM, so
+ * a request naming the index gets, instead of being sent, the HTTP response DynamoDB sends for
+ * it (400, `AccessDeniedException`), which the SDK's own deserializer turns into the error.
+ * Everything else reaches the engine.
+ */
+function indexDeniedClient(): { client: DynamoDBClient; calls: Call[]; denied: Call[] } {
+  const { client, calls } = recordingClient();
+  const denied: Call[] = [];
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as Record<string, unknown>;
+      if (input.IndexName === undefined) return await next(args);
+      denied.push({ command: context.commandName ?? "?", input });
+      const action = String(context.commandName).replace(/Command$/, "");
+      const body = JSON.stringify({
+        __type: "com.amazon.coral.service#AccessDeniedException",
+        Message:
+          "User: arn:aws:sts::210987654321:assumed-role/dns/task is not authorized to perform: " +
+          `dynamodb:${action} on resource: arn:aws:dynamodb:us-east-1:123456789012:table/` +
+          `${String(input.TableName)}/index/${String(input.IndexName)} because no ` +
+          `resource-based policy allows the dynamodb:${action} action`,
+      });
+      return {
+        // The shape of the SDK's HttpResponse (statusCode, headers, a body stream).
+        response: {
+          statusCode: 400,
+          reason: "Bad Request",
+          headers: { "content-type": "application/x-amz-json-1.0" },
+          body: Readable.from([Buffer.from(body)]),
+        },
+      } as Awaited<ReturnType<typeof next>>;
+    },
+    // Inside the deserializer (low priority in its step), before anything is sent.
+    { step: "deserialize", name: "denyVersionsIndex", priority: "low" },
+  );
+  return { client, calls, denied };
+}
 
 function bigItem(mesh: string, services: number, version: number) {
   const vips: [string, string][] = [];
@@ -242,6 +284,78 @@ describe("VipReader on moto_server", () => {
     expect(reader.get("payments")?.version).toBe(copy?.version);
     expect(commands(calls)).toEqual(["ScanCommand"]);
     expect(calls[0]?.input.IndexName).toBeUndefined();
+    client.destroy();
+  });
+
+  it("falls back to probing the table when the caller may not read the versions index, and says so once", async () => {
+    // Arrange: a caller allowed the table (GetItem, Scan) but not the index.
+    const { client, calls, denied } = indexDeniedClient();
+    const fallbacks: ProbeFallback[] = [];
+    const reader = new VipReader({
+      client,
+      table: world.tables.vips,
+      onProbeFallback: (fallback) => fallbacks.push(fallback),
+    });
+    const listed = indexDeniedClient();
+    const listedFallbacks: ProbeFallback[] = [];
+    const listedReader = new VipReader({
+      client: listed.client,
+      table: world.tables.vips,
+      meshes: ["payments", "default"],
+      onProbeFallback: (fallback) => listedFallbacks.push(fallback),
+    });
+    const expected = await world.vipItem("payments");
+
+    // Act
+    await reader.refresh();
+    await listedReader.refresh();
+    calls.length = 0;
+    listed.calls.length = 0;
+    await reader.refresh();
+    await listedReader.refresh();
+
+    // Assert: the same snapshot as through the index; after the first denial the index is
+    // never asked again, and the fallback is reported once.
+    expect(reader.get("payments")?.version).toBe(expected?.version);
+    expect(reader.meshes()).toEqual(expect.arrayContaining(["payments", "default"]));
+    expect(listedReader.meshes()).toEqual(["default", "payments"]);
+    expect(denied.map((call) => call.command)).toEqual(["ScanCommand"]);
+    expect(commands(calls)).toEqual(["ScanCommand"]);
+    expect(calls[0]?.input.IndexName).toBeUndefined();
+    expect(fallbacks).toHaveLength(1);
+    expect(fallbacks[0]).toMatchObject({
+      table: world.tables.vips,
+      index: "versions",
+      reason: "access-denied",
+    });
+    expect(fallbacks[0]?.error).toMatch(/^AccessDeniedException: User: .*index\/versions/);
+    expect(listed.denied.every((call) => call.command === "QueryCommand")).toBe(true);
+    expect(listed.denied.length).toBeGreaterThanOrEqual(1);
+    expect(commands(listed.calls)).toEqual(["GetItemCommand", "GetItemCommand"]);
+    expect(listedFallbacks).toHaveLength(1);
+    client.destroy();
+    listed.client.destroy();
+  });
+
+  it("surfaces AccessDenied when the caller may read neither the index nor the table", async () => {
+    const { client } = indexDeniedClient();
+    client.middlewareStack.add(
+      () => async () => {
+        throw Object.assign(new Error("not authorized to perform: dynamodb:Scan"), {
+          name: "AccessDeniedException",
+        });
+      },
+      { step: "initialize", name: "denyEverything", priority: "low" },
+    );
+    const reader = new VipReader({
+      client,
+      table: world.tables.vips,
+      onProbeFallback: () => undefined,
+    });
+    const error = await reader.refresh().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(VipReaderError);
+    expect((error as VipReaderError).code).toBe("ACCESS_DENIED");
+    expect(reader.ready).toBe(false);
     client.destroy();
   });
 
