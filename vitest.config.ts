@@ -1,14 +1,54 @@
+import { spawnSync } from "node:child_process";
 import { defineConfig } from "vitest/config";
+import { javaCommand } from "./functions/local/dynamodb-local.ts";
+
+/**
+ * Three projects: the tests that need no DynamoDB run once ("unit"); the ones that start a local
+ * engine (the integration tests with the store contract suite, the chaos seeds on an engine,
+ * the cost meter) run twice, on DynamoDB Local and on moto_server, chosen by VIPS_EMULATOR
+ * (functions/local/emulator.ts). Without Java the DynamoDB Local project is left out, with a
+ * line saying so (scripts/setup.mjs says it too).
+ */
+const ON_AN_ENGINE = [
+  "test/integration/**/*.test.ts",
+  "test/chaos/chaos-moto.test.ts",
+  "test/bench/cost-meter.test.ts",
+];
+
+const javaRuns = spawnSync(javaCommand(), ["-version"], { stdio: "ignore" }).status === 0;
+const engines = javaRuns ? ["dynamodb-local", "moto"] : ["moto"];
+// Vitest loads this file more than once in one process: the note is printed once.
+if (!javaRuns && process.env.VIPS_JAVA_NOTED === undefined) {
+  process.env.VIPS_JAVA_NOTED = "1";
+  process.stderr.write(
+    "[vitest] java not found: the tests run on moto_server only, not on DynamoDB Local (install a Java runtime 11+, e.g. apt-get install openjdk-17-jre-headless)\n",
+  );
+}
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Starting an engine (a JVM, a Python process) on a loaded machine can take a while; the
+    // start-up itself gives up after 90 s (functions/local/emulator-process.ts).
+    hookTimeout: 120_000,
     pool: "forks",
     maxWorkers: 2,
     // On a Node older than 22 the set-up has said so once (scripts/setup.mjs); the SDK would
     // repeat it in every worker.
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" },
+    projects: [
+      {
+        extends: true,
+        test: { name: "unit", include: ["test/**/*.test.ts"], exclude: ON_AN_ENGINE },
+      },
+      ...engines.map((engine) => ({
+        extends: true as const,
+        test: {
+          name: engine,
+          include: ON_AN_ENGINE,
+          env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", VIPS_EMULATOR: engine },
+        },
+      })),
+    ],
   },
 });

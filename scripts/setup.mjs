@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Idempotent set-up run before `npm start` and `npm test` (npm's pre-scripts), so that both
 // quick-start commands work on a fresh clone: installs node_modules from the lockfile when they
-// are missing or stale, and moto_server (the local DynamoDB + Streams emulator) when missing.
+// are missing or stale, and moto_server (a local DynamoDB + Streams emulator) when missing; checks
+// for the Java runtime the other local engine, DynamoDB Local (an npm devDependency), needs.
 // Plain Node, no dependencies: it runs before anything is installed. On a Node older than the
 // project's (package.json `engines`), it says so in one line and goes on.
 import { execFileSync, spawnSync } from "node:child_process";
@@ -56,5 +57,17 @@ function ensureMoto() {
 }
 
 checkNodeVersion();
+// DynamoDB Local comes with the npm packages (amplify-dynamodb-simulator); it needs Java. Without
+// it everything runs on moto_server alone (functions/local/emulator.ts, vitest.config.ts).
+function checkJava() {
+  const java = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, "bin", "java") : "java";
+  const probe = spawnSync(java, ["-version"], { stdio: "ignore" });
+  if (probe.status === 0) return;
+  say(
+    "java not found: DynamoDB Local needs a Java runtime 11+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless); until then npm start and npm test use moto_server alone",
+  );
+}
+
 ensureNodeModules();
 ensureMoto();
+checkJava();

@@ -16,7 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CostMeter, itemSize, readUnits, valueSize, writeUnits } from "../../bench/cost-meter.ts";
 import { renderChart } from "../../bench/svg-chart.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 
 describe("item sizes and units", () => {
@@ -72,7 +72,7 @@ describe("the chart", () => {
 });
 
 describe("the meter on moto_server", () => {
-  let moto: MotoServer;
+  let emulator: LocalEmulator;
   let raw: DynamoDBClient;
   let client: DynamoDBClient;
   let clientConfig: DynamoDBClientConfig;
@@ -85,9 +85,9 @@ describe("the meter on moto_server", () => {
   };
 
   beforeAll(async () => {
-    moto = await startMoto();
+    emulator = await startEmulator();
     const config = {
-      endpoint: moto.endpoint,
+      endpoint: emulator.endpoint,
       region: "us-east-1",
       credentials: { accessKeyId: "test", secretAccessKey: "test" },
     };
@@ -100,7 +100,7 @@ describe("the meter on moto_server", () => {
   afterAll(async () => {
     raw?.destroy();
     client?.destroy();
-    await moto?.stop();
+    await emulator?.stop();
   });
 
   it("bills a known sequence of requests", async () => {

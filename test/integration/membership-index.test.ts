@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/rebuild-index.ts";
 import { recomputeMesh } from "../../functions/allocator/recompute-mesh.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
@@ -25,16 +25,16 @@ import {
   type WorldOptions,
 } from "./harness.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 const worlds: World[] = [];
 
 beforeAll(async () => {
-  moto = await startEmulator();
+  emulator = await startEmulator();
 });
 
 afterAll(async () => {
   for (const w of worlds) w.close();
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 /** Requests the handler sent, as "Command table". */
@@ -55,7 +55,7 @@ function recordRequests(into: string[]): WorldOptions {
 }
 
 async function world(env: Record<string, string> = {}, options: WorldOptions = {}) {
-  const w = await createWorld(moto, env, options);
+  const w = await createWorld(emulator, env, options);
   worlds.push(w);
   return w;
 }

@@ -9,7 +9,7 @@ import { sweep } from "../../functions/allocator/sweep.ts";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeService } from "../../functions/store/claim-items.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
@@ -20,17 +20,17 @@ import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { CliRunner } from "./cli-runner.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 let localDir: string;
 const cli = new CliRunner("sweep", () => localDir);
 
 beforeAll(async () => {
-  moto = await startMoto();
+  emulator = await startEmulator();
   localDir = mkdtempSync(join(tmpdir(), "vips-sweep-test-"));
 });
 
 afterAll(async () => {
-  await moto?.stop();
+  await emulator?.stop();
   if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
 });
 
@@ -38,7 +38,7 @@ const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 
 function client(): DynamoDBClient {
   return new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: CREDENTIALS,
   });
@@ -105,7 +105,11 @@ async function violations(env: Record<string, string>, seed: Seed): Promise<stri
 
 /** The sweep in-process on the DynamoDB adapters, counting the write requests it sends. */
 async function sweepCountingWrites(env: Record<string, string>) {
-  const config = loadConfig({ ...env, DYNAMODB_ENDPOINT: moto.endpoint, AWS_REGION: "us-east-1" });
+  const config = loadConfig({
+    ...env,
+    DYNAMODB_ENDPOINT: emulator.endpoint,
+    AWS_REGION: "us-east-1",
+  });
   const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
   const written: string[] = [];
   raw.middlewareStack.add(
@@ -148,7 +152,7 @@ describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
     // Arrange: a fake clock that moves one second per reading; each invocation has 30 s.
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 8, 3);
@@ -194,7 +198,7 @@ describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () =
     // Arrange
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 20, 25);
@@ -220,7 +224,7 @@ describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () =
     // Arrange: records in the streams, and a drain that is killed once some items exist.
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 12, 20);
