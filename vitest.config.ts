@@ -47,6 +47,8 @@ export default defineConfig({
           name: engine,
           include: ON_AN_ENGINE,
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", VIPS_EMULATOR: engine },
+          // DynamoDB Local: one JVM shared by the project's files (test/fixtures/engine.ts).
+          globalSetup: engine === "dynamodb-local" ? ["test/fixtures/shared-engine.ts"] : [],
         },
       })),
     ],

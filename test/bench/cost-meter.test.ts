@@ -16,8 +16,9 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CostMeter, itemSize, readUnits, valueSize, writeUnits } from "../../bench/cost-meter.ts";
 import { renderChart } from "../../bench/svg-chart.ts";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 
 describe("item sizes and units", () => {
   it("sizes values and items as DynamoDB does", () => {
@@ -85,7 +86,7 @@ describe("the meter on moto_server", () => {
   };
 
   beforeAll(async () => {
-    emulator = await startEmulator();
+    emulator = await startTestEngine();
     const config = {
       endpoint: emulator.endpoint,
       region: "us-east-1",

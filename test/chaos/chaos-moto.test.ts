@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { runChaos } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";
 
 let emulator: LocalEmulator;
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
 });
 
 afterAll(async () => {

@@ -3,8 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { freeLoopbackPort } from "../../functions/local/emulator-process.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { CliRunner, type Run } from "./cli-runner.ts";
 
 let emulator: LocalEmulator;
@@ -37,7 +38,7 @@ function background(args: readonly string[], env: Record<string, string> = {}) {
 }
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
   localDir = mkdtempSync(join(tmpdir(), "vips-cli-test-"));
 });
 

@@ -21,11 +21,8 @@ import { invariantViolations } from "../fixtures/invariants.ts";
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 let counter = 0;
 
-/**
- * The local engine of the test run: `VIPS_EMULATOR` (moto or dynamodb-local), which each vitest
- * project sets (vitest.config.ts), else the default (functions/local/emulator.ts).
- */
-export { startEmulator } from "../../functions/local/emulator.ts";
+/** The local engine of the test file (test/fixtures/engine.ts). */
+export { startTestEngine as startEmulator } from "../fixtures/engine.ts";
 
 export interface World {
   readonly tables: TableNames;

@@ -11,7 +11,7 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/event-source-settings.ts";
 import { clientConfig } from "../../functions/local/aws-clients.ts";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import {
   type BatchInfo,
   type FailureRecord,
@@ -25,6 +25,7 @@ import {
   resolveTableNames,
   type TableNames,
 } from "../../functions/store/table-definitions.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 
 let emulator: LocalEmulator;
 let ddb: DynamoDBClient;
@@ -32,7 +33,7 @@ let workDir: string;
 let tableCounter = 0;
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
   ddb = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
   workDir = mkdtempSync(join(tmpdir(), "poller-test-"));
 });

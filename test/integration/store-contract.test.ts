@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinMesh, leaveMesh } from "../../functions/allocator/claim-decisions.ts";
 import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { Membership, VipItem } from "../../functions/domain/types.ts";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
@@ -24,6 +24,7 @@ import type {
   SweepState,
   VipItemStore,
 } from "../../functions/store/ports.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import {
   InMemoryClaimStore,
   InMemoryMembershipIndex,
@@ -36,7 +37,7 @@ let client: DynamoDBClient;
 let counter = 0;
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
   client = new DynamoDBClient({
     endpoint: emulator.endpoint,
     region: "us-east-1",

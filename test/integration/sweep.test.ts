@@ -9,13 +9,14 @@ import { sweep } from "../../functions/allocator/sweep.ts";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeService } from "../../functions/store/claim-items.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { dataplane } from "../fixtures/builders.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { CliRunner } from "./cli-runner.ts";
@@ -25,7 +26,7 @@ let localDir: string;
 const cli = new CliRunner("sweep", () => localDir);
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
   localDir = mkdtempSync(join(tmpdir(), "vips-sweep-test-"));
 });
 

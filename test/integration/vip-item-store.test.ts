@@ -3,10 +3,11 @@ import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type LocalEmulator, startEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 
 let emulator: LocalEmulator;
 let client: DynamoDBClient;
@@ -21,7 +22,7 @@ const TABLES = {
 };
 
 beforeAll(async () => {
-  emulator = await startEmulator();
+  emulator = await startTestEngine();
   client = new DynamoDBClient({
     endpoint: emulator.endpoint,
     region: "us-east-1",
