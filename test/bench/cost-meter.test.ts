@@ -1,6 +1,6 @@
 /**
  * The bench's cost meter: item sizes and units by DynamoDB's billing rules (pure), and the
- * middleware on a real client against moto_server, on a sequence whose bill is worked out by
+ * middleware on a real client against the local engine, on a sequence whose bill is worked out by
  * hand.
  */
 import {
@@ -72,7 +72,7 @@ describe("the chart", () => {
   });
 });
 
-describe("the meter on moto_server", () => {
+describe("the meter on the local engine", () => {
   let emulator: LocalEmulator;
   let raw: DynamoDBClient;
   let client: DynamoDBClient;

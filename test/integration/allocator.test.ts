@@ -32,7 +32,7 @@ async function world(
   return created;
 }
 
-describe("the allocator against moto_server with real stream records", () => {
+describe("the allocator against the local engine with real stream records", () => {
   it("derives Kuma's service sets, ingress services going to the mesh they name", async () => {
     const w = await world();
     await w.putMesh("mesh-1");

@@ -1,6 +1,6 @@
 /**
- * The membership index on moto_server, through the real poller and handler: incremental passes
- * follow moved ingresses and dataplanes, a mesh created after its dataplanes gets its service
+ * The membership index on the local engine (DynamoDB Local, moto_server), through the real
+ * poller and handler: incremental passes follow moved ingresses and dataplanes, a mesh created after its dataplanes gets its service
  * set from the index, no request on the event path reads the dataplanes table, and the index
  * builder derives the same index from a table loaded without any stream history.
  */
@@ -77,7 +77,7 @@ async function expectAgreement(w: World, meshes: readonly string[]): Promise<voi
   }
 }
 
-describe("incremental passes on moto_server", () => {
+describe("incremental passes on the local engine", () => {
   it("follows an ingress that moves its advertisement to another mesh", async () => {
     // Arrange
     const w = await world();
@@ -197,8 +197,8 @@ describe("incremental passes on moto_server", () => {
   });
 });
 
-// 2,000 dataplanes through moto_server take about 20 s alone, and more beside other test files.
-describe("the index builder on moto_server", { timeout: 180_000 }, () => {
+// 2,000 dataplanes through moto_server take about 20 s alone (DynamoDB Local: less), and more beside other test files.
+describe("the index builder on the local engine", { timeout: 180_000 }, () => {
   it("derives the index of a table loaded with 2,000 dataplanes and no stream history, idempotently", async () => {
     // Arrange: the tables are written directly; no record reaches the allocator.
     const w = await world();

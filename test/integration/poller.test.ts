@@ -113,7 +113,7 @@ function poller(
 
 const ok = async (): Promise<DynamoDBBatchResponse> => ({ batchItemFailures: [] });
 
-describe("StreamPoller against moto_server", () => {
+describe("StreamPoller against the local engine", () => {
   it("hands the handler records in Lambda's event shape", async () => {
     const tables = await freshTables();
     const bytes = Uint8Array.from([0, 1, 2, 250, 251, 255]);

@@ -85,7 +85,7 @@ function bigItem(mesh: string, services: number, version: number) {
   }).stored;
 }
 
-describe("VipReader on moto_server", () => {
+describe("VipReader on the local engine", () => {
   let world: World;
 
   beforeAll(async () => {
@@ -386,7 +386,7 @@ async function streamRecords(client: DynamoDBClient, table: string): Promise<Str
   }
 }
 
-describe("the change feed on moto_server", () => {
+describe("the change feed on the local engine", () => {
   it("diffs the records of a vips stream written by the allocator, and of a format-2 item", async () => {
     const own = await createWorld(emulator);
     try {
@@ -474,7 +474,7 @@ function askTcp(port: number, name: string, type: dnsPacket.RecordType, prefix?:
   });
 }
 
-describe("the DNS responder, fed by a VipReader on moto_server", () => {
+describe("the DNS responder, fed by a VipReader on the local engine", () => {
   let world: World;
   let reader: VipReader;
   let responder: DnsResponder;

@@ -148,7 +148,7 @@ interface ReconcileJson {
   readonly byKind: Record<string, number>;
 }
 
-describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
+describe("the sweep's Lambda entry on the local engine", { timeout: 120_000 }, () => {
   it("stops before its remaining time runs out, stores its position, and the next invocation continues the cycle", async () => {
     // Arrange: a fake clock that moves one second per reading; each invocation has 30 s.
     const env: Record<string, string> = {
@@ -194,7 +194,7 @@ describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
   });
 });
 
-describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () => {
+describe("the repair sweep on the local engine, through the CLI", { timeout: 240_000 }, () => {
   it("gives 20 meshes of 500 dataplanes written before any stream their VIPs; a second run corrects and writes nothing", async () => {
     // Arrange
     const env: Record<string, string> = {

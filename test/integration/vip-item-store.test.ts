@@ -54,7 +54,7 @@ function item(mesh: string, version: number, services = 2): VipItem {
   };
 }
 
-describe("DynamoVipItemStore on moto_server", () => {
+describe("DynamoVipItemStore on the local engine", () => {
   it("creates only when absent and updates only from the version read", async () => {
     await store.put(item("m", 1), undefined);
 
