@@ -1,7 +1,7 @@
 /**
  * The bench's cost meter: item sizes and units by DynamoDB's billing rules (pure), and the
- * middleware on a real client against the local engine, on a sequence whose bill is worked out by
- * hand.
+ * middleware on a real client against the local engine, on a sequence whose bill is worked out
+ * by hand.
  */
 import {
   BatchGetItemCommand,

@@ -1,8 +1,9 @@
 /**
  * The membership index on the local engine (DynamoDB Local, moto_server), through the real
- * poller and handler: incremental passes follow moved ingresses and dataplanes, a mesh created after its dataplanes gets its service
- * set from the index, no request on the event path reads the dataplanes table, and the index
- * builder derives the same index from a table loaded without any stream history.
+ * poller and handler: incremental passes follow moved ingresses and dataplanes, a mesh created
+ * after its dataplanes gets its service set from the index, no request on the event path reads
+ * the dataplanes table, and the index builder derives the same index from a table loaded
+ * without any stream history.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import fc from "fast-check";

@@ -1,6 +1,7 @@
 /**
  * A fresh state allocates without holes: the demo's meshes and dataplanes, drained through
- * the real poller and handler on the local engine, take the lowest addresses with none passed over.
+ * the real poller and handler on the local engine, take the lowest addresses with none passed
+ * over.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoData } from "../../functions/cli/demo-data.ts";
