@@ -1,5 +1,5 @@
 /**
- * Timing run (not a test): 1,000 dataplanes across 10 meshes on a fresh moto_server, then the
+ * Timing run (not a test): 1,000 dataplanes across 10 meshes on a fresh local engine (VIPS_EMULATOR), then the
  * CLI's `drain` as a separate process, as a user runs it. Prints the wall time and checks the
  * result against the contract's invariants (coverage, unique VIPs, same service same VIP).
  *
@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { VipPool } from "../functions/domain/pool.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
-import { startMoto } from "../functions/local/moto.ts";
+import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
@@ -24,11 +24,13 @@ const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);
 const servicesPerMesh = 20;
 
-const moto = await startMoto();
+const emulator = await startEmulator();
+const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
+console.error(`engine: ${ENGINE_LABEL}`);
 const localDir = mkdtempSync(join(tmpdir(), "vips-bench-"));
 try {
   const tables = resolveTableNames({});
-  const client = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+  const client = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
   const doc = new DocumentClient(client);
   await createTables(client, tables);
   const meshes = Array.from({ length: meshCount }, (_, i) => `mesh-${String(i).padStart(2, "0")}`);
@@ -66,7 +68,7 @@ try {
     (resolveRun) => {
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", "functions/cli/main.ts", "drain", "--endpoint", moto.endpoint],
+        ["--import", "tsx", "functions/cli/main.ts", "drain", "--endpoint", emulator.endpoint],
         { env: { ...process.env, VIPS_LOCAL_DIR: localDir } },
       );
       let stdout = "";
@@ -111,5 +113,5 @@ try {
   client.destroy();
 } finally {
   rmSync(localDir, { recursive: true, force: true });
-  await moto.stop();
+  await emulator.stop();
 }

@@ -1,6 +1,6 @@
 /**
  * What one dataplane event costs, incremental (the membership index) against the full
- * recompute (`SERVICE_SET=tables`), on moto_server with the real handler and adapters.
+ * recompute (`SERVICE_SET=tables`), on the local engine (VIPS_EMULATOR) with the real handler and adapters.
  *
  * For each size N: one mesh of N dataplanes (10 per service) plus four meshes of 10. The index
  * is built with the index builder and every mesh gets its item from a mesh record (not
@@ -22,7 +22,7 @@ import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
-import { startMoto } from "../functions/local/moto.ts";
+import { ENGINE_LABELS, ENGINE_NAMES, startEmulator } from "../functions/local/emulator.ts";
 import { toAttributeMap, toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
@@ -64,8 +64,10 @@ interface Row {
   wallSecondsPerEvent: number;
 }
 
-const moto = await startMoto();
-const raw = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+const emulator = await startEmulator();
+const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
+console.error(`engine: ${ENGINE_LABEL}`);
+const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
 const doc = new DocumentClient(raw);
 const rows: Row[] = [];
 let run = 0;
@@ -84,7 +86,7 @@ try {
   }
 } finally {
   raw.destroy();
-  await moto.stop();
+  await emulator.stop();
 }
 report(rows);
 
@@ -93,7 +95,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   const prefix = `bench${run}`;
   const env = {
     ...prefixedTableEnv(prefix),
-    DYNAMODB_ENDPOINT: moto.endpoint,
+    DYNAMODB_ENDPOINT: emulator.endpoint,
     SERVICE_SET: mode,
   };
   const config = loadConfig(env);
@@ -163,7 +165,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   }, timed);
 
   // Metered: the same kinds of events on other dataplanes of the same tables.
-  const metered = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+  const metered = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
   const meter = new CostMeter(raw);
   meter.install(metered);
   const handler = createStreamHandler(config, {
@@ -298,7 +300,7 @@ function report(results: Row[]): void {
   const table = lines.join("\n");
   console.log(table);
   mkdirSync("bench/results", { recursive: true });
-  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, moto_server 5.2.1 behind the project's one-request-at-a-time lock`;
+  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE_LABEL}`;
   writeFileSync(
     "bench/results/event-cost.md",
     [
@@ -309,7 +311,7 @@ function report(results: Row[]): void {
       `Dataplanes are the size Kuma stores on Kubernetes (${itemSize(marshall(dataplane("big", "dp-0", "svc-0")))} bytes as a DynamoDB item).`,
       "Capacity units are computed from item sizes as DynamoDB bills them (bench/cost-meter.ts),",
       "per event of the mix (tag change, new dataplane of an existing service, new service,",
-      "delete). Wall time is on moto_server, from an unmetered delivery of the same kinds of",
+      `delete). Wall time is on ${ENGINE_NAMES[emulator.engine]}, from an unmetered delivery of the same kinds of`,
       "events (on other dataplanes) just before the metered one. The full",
       "recompute one record per invocation reads the whole mesh and table per event, so it runs",
       `only the first ${fullSingleEvents(1000)} events of the mix at 1,000 dataplanes and ${fullSingleEvents(10_000)} at 10,000 (the events column).`,

@@ -1,6 +1,6 @@
 /**
  * Where the time of a drain goes (not a test): seeds meshes and dataplanes on a fresh
- * moto_server, drains in-process with the real handler, and prints, per DynamoDB operation,
+ * local engine (VIPS_EMULATOR), drains in-process with the real handler, and prints, per DynamoDB operation,
  * how many requests the allocator made and their total latency.
  *
  *   npx tsx bench/profile-drain.ts [DATAPLANES] [MESHES]
@@ -10,7 +10,7 @@ import { loadConfig } from "../functions/allocator/config.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import type { Telemetry } from "../functions/allocator/telemetry.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
-import { startMoto } from "../functions/local/moto.ts";
+import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { StreamPoller } from "../functions/local/poller.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
@@ -19,10 +19,12 @@ const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);
 const servicesPerMesh = 20;
 
-const moto = await startMoto();
+const emulator = await startEmulator();
+const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
+console.error(`engine: ${ENGINE_LABEL}`);
 try {
-  const config = loadConfig({ DYNAMODB_ENDPOINT: moto.endpoint });
-  const client = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+  const config = loadConfig({ DYNAMODB_ENDPOINT: emulator.endpoint });
+  const client = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
   const stats = new Map<string, { count: number; ms: number }>();
   client.middlewareStack.add(
     (next, context) => async (args) => {
@@ -74,7 +76,7 @@ try {
     error() {},
   };
   const handler = createStreamHandler(config, { client, telemetry: quiet });
-  const poller = new StreamPoller({ endpoint: moto.endpoint, tables: config.tables, handler });
+  const poller = new StreamPoller({ endpoint: emulator.endpoint, tables: config.tables, handler });
   const started = performance.now();
   const report = await poller.drain();
   const seconds = (performance.now() - started) / 1000;
@@ -91,5 +93,5 @@ try {
   }
   client.destroy();
 } finally {
-  await moto.stop();
+  await emulator.stop();
 }

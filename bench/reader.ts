@@ -1,7 +1,7 @@
 /**
  * What a downstream reader costs, and how fast the DNS responder answers.
  *
- * 1. Read units per refresh of a VipReader on moto_server, computed from item sizes as DynamoDB
+ * 1. Read units per refresh of a VipReader on the local engine (VIPS_EMULATOR), computed from item sizes as DynamoDB
  *    bills them (bench/cost-meter.ts), with an unchanged 20,000-service mesh (format 2): the
  *    version probe (nothing moved, so nothing is fetched) against a full re-read of the table;
  *    the same for 100 ordinary meshes of 20 services, probed with the one keys-only Scan
@@ -28,7 +28,7 @@ import {
 import dnsPacket from "dns-packet";
 import { recordOf } from "../functions/domain/records.ts";
 import type { VipItem } from "../functions/domain/types.ts";
-import { startMoto } from "../functions/local/moto.ts";
+import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { meshViewOf } from "../functions/reader/snapshot.ts";
 import { VipReader } from "../functions/reader/vip-reader.ts";
 import { createTables } from "../functions/store/create-tables.ts";
@@ -209,9 +209,11 @@ async function load(port: number, concurrency: number): Promise<LoadResult> {
 }
 
 async function main(): Promise<void> {
-  const moto = await startMoto();
+  const emulator = await startEmulator();
+  const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
+  console.error(`engine: ${ENGINE_LABEL}`);
   const client = new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: CREDENTIALS,
   });
@@ -248,7 +250,7 @@ async function main(): Promise<void> {
     );
 
     const rows: CostRow[] = [];
-    const endpoint = moto.endpoint;
+    const endpoint = emulator.endpoint;
     // 1. The 20,000-service mesh, unchanged.
     {
       let reader: VipReader | undefined;
@@ -377,7 +379,7 @@ async function main(): Promise<void> {
       {
         env: {
           ...process.env,
-          DYNAMODB_ENDPOINT: moto.endpoint,
+          DYNAMODB_ENDPOINT: emulator.endpoint,
           VIPS_TABLE: bigTables.vips,
           AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
         },
@@ -401,11 +403,11 @@ async function main(): Promise<void> {
     if (port === undefined) throw new Error(`vips dns did not start:\n${output}`);
     await load(port, 8); // warm-up, not reported
     const loads = [await load(port, 1), await load(port, 32)];
-    report(rows, decodeMs[2] ?? 0, big.bytes, smallBytes, loads);
+    report(rows, decodeMs[2] ?? 0, big.bytes, smallBytes, loads, ENGINE_LABEL);
   } finally {
     dns?.kill("SIGINT");
     client.destroy();
-    await moto.stop();
+    await emulator.stop();
   }
 }
 
@@ -415,12 +417,14 @@ function report(
   bigBytes: number,
   smallBytes: number,
   loads: LoadResult[],
+  engineLabel: string,
 ): void {
   const when = new Date().toISOString();
   const machine = `${cpus().length} CPUs (${cpus()[0]?.model.split(" ").slice(0, 2).join(" ")}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
   const json = {
     run: when,
     machine,
+    engine: engineLabel,
     refreshesPerRow: REFRESHES,
     bigItemBytes: bigBytes,
     smallItemBytes: smallBytes,
@@ -433,7 +437,7 @@ function report(
   const md = [
     "# What a reader costs, and how fast the DNS responder answers",
     "",
-    `Run ${when} with \`npm run bench:reader\` on ${machine}, moto_server 5.2.1 behind the project's one-request-at-a-time lock.`,
+    `Run ${when} with \`npm run bench:reader\` on ${machine}, ${engineLabel}.`,
     "",
     `Read units are computed from item sizes as DynamoDB bills them (bench/cost-meter.ts; eventually consistent: 0.5 unit per 4 KB, rounded up per item for GetItem and Query and per page for Scan; a projection does not reduce them, reading the versions index is billed by its entries' size). Averages over ${REFRESHES} refreshes with nothing changed. The 20,000-service item is stored in format 2 (${bigBytes} bytes); the small items are ${smallBytes} bytes. Bytes returned: the attributes DynamoDB sent back.`,
     "",

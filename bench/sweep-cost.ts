@@ -1,7 +1,7 @@
 /**
  * What one repair-sweep cycle costs on a clean state (nothing to correct: the steady state),
- * against moto_server with the real DynamoDB adapters: requests and capacity units computed
- * from item sizes as DynamoDB bills them (./cost-meter.ts), by table, and wall time on moto.
+ * against the local engine (VIPS_EMULATOR) with the real DynamoDB adapters: requests and capacity units computed
+ * from item sizes as DynamoDB bills them (./cost-meter.ts), by table, and wall time on that engine.
  * Detection reads strongly consistent (every read as the event path makes them) and eventually
  * consistent (what the sweep does: anything it finds is read again, strongly, before it is
  * corrected) side by side, in one run.
@@ -20,7 +20,7 @@ import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
 import { dynamoStores } from "../functions/allocator/stream-handler.ts";
 import { type SweepSettings, sweep } from "../functions/allocator/sweep.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
-import { startMoto } from "../functions/local/moto.ts";
+import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
@@ -47,8 +47,10 @@ interface Row {
   wallSeconds: number;
 }
 
-const moto = await startMoto();
-const raw = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+const emulator = await startEmulator();
+const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
+console.error(`engine: ${ENGINE_LABEL}`);
+const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
 const doc = new DocumentClient(raw);
 const rows: Row[] = [];
 try {
@@ -93,7 +95,7 @@ try {
     console.error(`${n} dataplanes: set-up cycle made ${first.repairs.length} corrections`);
 
     for (const detection of DETECTION) {
-      const metered = new DynamoDBClient(clientConfig({ endpoint: moto.endpoint }));
+      const metered = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
       const meter = new CostMeter(raw);
       meter.install(metered);
       const start = performance.now();
@@ -122,7 +124,7 @@ try {
   }
 } finally {
   raw.destroy();
-  await moto.stop();
+  await emulator.stop();
 }
 
 const fmt = (value: number, digits = 1) =>
@@ -131,7 +133,7 @@ const tables = ["meshes", "dataplanes", "vips", "claims", "index"];
 const header = [
   "| dataplanes | meshes | detection reads | corrections | requests | read units | write units | of which reads by table (" +
     tables.join(" / ") +
-    ") | read units per day, every 15 min | wall s on moto |",
+    ") | read units per day, every 15 min | wall s locally |",
   `|---:|---:|---|---:|---:|---:|---:|---|---:|---:|`,
 ];
 const lines = rows.map(
@@ -144,7 +146,7 @@ writeFileSync(
   [
     "# What one repair-sweep cycle costs",
     "",
-    `Run ${new Date().toISOString()} with \`npm run bench:sweep -- ${SIZES.join(",")}\` on ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, moto_server 5.2.1.`,
+    `Run ${new Date().toISOString()} with \`npm run bench:sweep -- ${SIZES.join(",")}\` on ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE_LABEL}.`,
     "",
     `A clean state (every mesh already correct): ${MESHES} meshes, Kubernetes-size dataplanes (about 540 bytes as DynamoDB items), ten per service. Capacity units are computed from item sizes as DynamoDB bills them (bench/cost-meter.ts). "Detection reads" are the reads that look for something to correct; anything found is read again, strongly consistent, before it is corrected.`,
     "",

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Idempotent set-up run before `npm start` and `npm test` (npm's pre-scripts), so that both
 // quick-start commands work on a fresh clone: installs node_modules from the lockfile when they
-// are missing or stale, and moto_server (the local DynamoDB + Streams emulator) when missing.
-// Plain Node, no dependencies: it runs before anything is installed.
+// are missing or stale, and moto_server (a local DynamoDB + Streams emulator) when missing; checks
+// for the Java runtime the other local engine, DynamoDB Local (an npm devDependency), needs.
+// Plain Node, no dependencies: it runs before anything is installed. On a Node older than the
+// project's (package.json `engines`), it says so in one line and goes on.
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -12,6 +14,17 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const stamp = join(root, "node_modules", ".setup-lock-hash");
 const say = (line) => process.stderr.write(`[setup] ${line}\n`);
+
+// The Lambda runtime is Node 24 (infra/allocator-bundling.ts); the AWS SDK's releases after
+// January 2027 need Node 22. One line here instead of the SDK's warning stack on every command
+// (the CLI and the tests silence that warning, see functions/cli/context.ts, vitest.config.ts).
+function checkNodeVersion() {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major >= 22) return;
+  say(
+    `Node ${process.version} is older than this project supports (Node 22 or later; Node 24 is the Lambda runtime): install Node 24 (for example \`npm install --prefix ~/node24 node-${process.platform}-${process.arch}@24\`, then put ~/node24/node_modules/node-${process.platform}-${process.arch}/bin first on PATH); trying anyway`,
+  );
+}
 
 function lockHash() {
   return createHash("sha256")
@@ -43,5 +56,18 @@ function ensureMoto() {
   }
 }
 
+checkNodeVersion();
+// DynamoDB Local comes with the npm packages (amplify-dynamodb-simulator); it needs Java. Without
+// it everything runs on moto_server alone (functions/local/emulator.ts, vitest.config.ts).
+function checkJava() {
+  const java = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, "bin", "java") : "java";
+  const probe = spawnSync(java, ["-version"], { stdio: "ignore" });
+  if (probe.status === 0) return;
+  say(
+    "java not found: DynamoDB Local needs a Java runtime 11+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless); until then npm start and npm test use moto_server alone",
+  );
+}
+
 ensureNodeModules();
 ensureMoto();
+checkJava();

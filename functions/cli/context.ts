@@ -9,7 +9,7 @@ import {
   hasCredentialsInEnv,
   resolveRegion,
 } from "../local/aws-clients.ts";
-import { MotoUnavailableError, waitUntilAnswering } from "../local/moto.ts";
+import { EmulatorUnavailableError, waitUntilAnswering } from "../local/emulator-process.ts";
 import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
 import { DocumentClient } from "../store/document-client.ts";
 import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
@@ -63,9 +63,9 @@ export async function ensureReachable(endpoint: string, source: string): Promise
   try {
     await waitUntilAnswering(endpoint, REACHABILITY_TIMEOUT_MS);
   } catch (error) {
-    if (!(error instanceof MotoUnavailableError)) throw error;
+    if (!(error instanceof EmulatorUnavailableError)) throw error;
     throw new CliError(
-      `cannot reach DynamoDB endpoint ${endpoint} (from ${source}): no answer within ${REACHABILITY_TIMEOUT_MS / 1000} s; is moto_server running there?`,
+      `cannot reach DynamoDB endpoint ${endpoint} (from ${source}): no answer within ${REACHABILITY_TIMEOUT_MS / 1000} s; is DynamoDB Local or moto_server running there?`,
       2,
     );
   }

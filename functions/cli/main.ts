@@ -205,7 +205,7 @@ const COMMANDS: readonly CommandSpec[] = [
     args: [],
     once: true,
     summary:
-      "start moto_server (unless --endpoint), seed a demo, drain it, print a summary, then watch",
+      "start a local DynamoDB (VIPS_EMULATOR, unless --endpoint), seed a demo, drain it, print a summary, then watch",
     run: () => Promise.reject(new Error("demo runs before a context exists")),
   },
 ];
@@ -229,7 +229,7 @@ export const HELP = [
   ...COMMANDS.map((spec) => `  ${usageOf(spec).slice(5).padEnd(28)} ${spec.summary}`),
   "",
   "options:",
-  "  --endpoint URL   DynamoDB endpoint (moto_server); default $DYNAMODB_ENDPOINT, else real AWS",
+  "  --endpoint URL   DynamoDB endpoint (a local engine); default $DYNAMODB_ENDPOINT, else real AWS",
   "  --json           machine-readable output on stdout",
   "  --once           demo: exit after the summary instead of watching",
   "  --mesh M         index rebuild/check: one mesh only",
@@ -329,7 +329,7 @@ export async function main(
   const endpointSource = fromFlag ? "--endpoint" : "DYNAMODB_ENDPOINT";
 
   if (spec.words[0] === "demo") {
-    // The demo brings its own moto_server unless told where to go with --endpoint.
+    // The demo brings its own local engine unless told where to go with --endpoint.
     const endpoint = fromFlag ? parseEndpoint(values.endpoint as string, "--endpoint") : undefined;
     if (endpoint !== undefined) await ensureReachable(endpoint, "--endpoint");
     return await demoCommand({ endpoint, env, json, once: values.once === true, out });

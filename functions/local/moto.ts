@@ -1,20 +1,17 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import {
+  type EmulatorProcess,
+  EmulatorUnavailableError,
+  freeLoopbackPort,
+  spawnEmulator,
+  waitUntilAnswering,
+} from "./emulator-process.ts";
 
 /** A running moto_server (DynamoDB + DynamoDB Streams) on a loopback port. */
-export interface MotoServer {
-  readonly endpoint: string;
-  readonly port: number;
-  stop(): Promise<void>;
-}
+export type MotoServer = EmulatorProcess;
 
-export class MotoUnavailableError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "MotoUnavailableError";
-  }
-}
+// What the callers of this module used before the second engine (emulator.ts) existed.
+export { EmulatorUnavailableError as MotoUnavailableError, freeLoopbackPort, waitUntilAnswering };
 
 export const MOTO_INSTALL_HINT = 'pip install "moto[server]==5.2.1"';
 
@@ -25,106 +22,28 @@ export const MOTO_INSTALL_HINT = 'pip install "moto[server]==5.2.1"';
  */
 const SERIAL_LAUNCHER = fileURLToPath(new URL("./moto_serial_server.py", import.meta.url));
 
-/** Asks the OS for a free port on 127.0.0.1. */
-export async function freeLoopbackPort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => {
-        if (address !== null && typeof address === "object") resolve(address.port);
-        else reject(new Error("could not read the port of a probe socket"));
-      });
-    });
-  });
-}
-
-/** Resolves when `endpoint` answers HTTP, rejects after `timeoutMs`. */
-export async function waitUntilAnswering(endpoint: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const response = await fetch(endpoint, { signal: AbortSignal.timeout(1_000) });
-      await response.arrayBuffer();
-      return;
-    } catch (error) {
-      lastError = error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-  throw new MotoUnavailableError(
-    `${endpoint} did not answer within ${timeoutMs} ms: ${lastError instanceof Error ? lastError.message : String(lastError)}`,
-  );
-}
-
 /**
- * Starts moto on a free 127.0.0.1 port and waits until it answers: by default the serial
- * launcher under `$PYTHON` (default `python3`, the interpreter the set-up installs moto for);
- * `MOTO_SERVER_COMMAND` (e.g. `moto_server`) runs another server binary instead. The process
- * is killed by `stop()` and, as a safety net, when this Node process exits.
+ * Starts moto on a free 127.0.0.1 port and waits until it serves ListTables: by default the
+ * serial launcher under `$PYTHON` (default `python3`, the interpreter the set-up installs moto
+ * for); `MOTO_SERVER_COMMAND` (e.g. `moto_server`) runs another server binary instead. The
+ * process is killed by `stop()` and, as a safety net, when this Node process exits.
  */
 export async function startMoto(
   options: { command?: string; timeoutMs?: number } = {},
 ): Promise<MotoServer> {
   const server = options.command ?? process.env.MOTO_SERVER_COMMAND;
   const command = server ?? process.env.PYTHON ?? "python3";
-  const args = server === undefined ? [SERIAL_LAUNCHER] : [];
-  const port = await freeLoopbackPort();
-  const child: ChildProcess = spawn(command, [...args, "-H", "127.0.0.1", "-p", String(port)], {
-    stdio: ["ignore", "ignore", "pipe"],
+  const launcher = server === undefined ? [SERIAL_LAUNCHER] : [];
+  return await spawnEmulator({
+    name: "moto_server",
+    command,
+    args: (port) => [...launcher, "-H", "127.0.0.1", "-p", String(port)],
     env: { ...process.env, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION ?? "us-east-1" },
+    notFound: `${command} not found on PATH; install it with: ${MOTO_INSTALL_HINT}`,
+    explainExit: (stderr) =>
+      /No module named '(moto|werkzeug)/.test(stderr)
+        ? `moto is not installed for ${command}; install it with: ${MOTO_INSTALL_HINT}`
+        : undefined,
+    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
   });
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString()).slice(-4_000);
-  });
-  const spawnFailure = new Promise<never>((_, reject) => {
-    child.once("error", (error: NodeJS.ErrnoException) => {
-      reject(
-        new MotoUnavailableError(
-          error.code === "ENOENT"
-            ? `${command} not found on PATH; install it with: ${MOTO_INSTALL_HINT}`
-            : `could not start ${command}: ${error.message}`,
-        ),
-      );
-    });
-    child.once("exit", (code) => {
-      reject(
-        new MotoUnavailableError(
-          /No module named '(moto|werkzeug)/.test(stderr)
-            ? `moto is not installed for ${command}; install it with: ${MOTO_INSTALL_HINT}`
-            : `${command} exited with code ${code}: ${stderr.trim().split("\n").slice(-3).join(" | ")}`,
-        ),
-      );
-    });
-  });
-  const killOnExit = (): void => {
-    child.kill("SIGKILL");
-  };
-  process.once("exit", killOnExit);
-  const endpoint = `http://127.0.0.1:${port}`;
-  try {
-    await Promise.race([waitUntilAnswering(endpoint, options.timeoutMs ?? 20_000), spawnFailure]);
-  } catch (error) {
-    child.kill("SIGKILL");
-    process.removeListener("exit", killOnExit);
-    throw error;
-  }
-  spawnFailure.catch(() => undefined);
-  return {
-    endpoint,
-    port,
-    async stop() {
-      process.removeListener("exit", killOnExit);
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 3_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
 }

@@ -1,7 +1,7 @@
 /**
  * The bench's cost meter: item sizes and units by DynamoDB's billing rules (pure), and the
- * middleware on a real client against moto_server, on a sequence whose bill is worked out by
- * hand.
+ * middleware on a real client against the local engine, on a sequence whose bill is worked out
+ * by hand.
  */
 import {
   BatchGetItemCommand,
@@ -16,8 +16,9 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CostMeter, itemSize, readUnits, valueSize, writeUnits } from "../../bench/cost-meter.ts";
 import { renderChart } from "../../bench/svg-chart.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 
 describe("item sizes and units", () => {
   it("sizes values and items as DynamoDB does", () => {
@@ -71,8 +72,8 @@ describe("the chart", () => {
   });
 });
 
-describe("the meter on moto_server", () => {
-  let moto: MotoServer;
+describe("the meter on the local engine", () => {
+  let emulator: LocalEmulator;
   let raw: DynamoDBClient;
   let client: DynamoDBClient;
   let clientConfig: DynamoDBClientConfig;
@@ -85,9 +86,9 @@ describe("the meter on moto_server", () => {
   };
 
   beforeAll(async () => {
-    moto = await startMoto();
+    emulator = await startTestEngine();
     const config = {
-      endpoint: moto.endpoint,
+      endpoint: emulator.endpoint,
       region: "us-east-1",
       credentials: { accessKeyId: "test", secretAccessKey: "test" },
     };
@@ -100,7 +101,7 @@ describe("the meter on moto_server", () => {
   afterAll(async () => {
     raw?.destroy();
     client?.destroy();
-    await moto?.stop();
+    await emulator?.stop();
   });
 
   it("bills a known sequence of requests", async () => {

@@ -1,25 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { runChaos } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 
 beforeAll(async () => {
-  moto = await startMoto();
+  emulator = await startTestEngine();
 });
 
 afterAll(async () => {
-  await moto?.stop();
+  await emulator?.stop();
 });
 
-describe("chaos on moto_server: the DynamoDB adapters through an SDK client with injected faults", {
+describe("chaos on the local engine: the DynamoDB adapters through an SDK client with injected faults", {
   timeout: 120_000,
 }, () => {
   it.each([1, 2, 3])(
     "seed %i: every invariant holds before the sweep (the event path) and after it",
     async (seed) => {
-      const result = await runChaos(seed, 30, { backend: motoBackend(moto) });
+      const result = await runChaos(seed, 30, { backend: motoBackend(emulator) });
 
       expect(result.preSweepViolations ?? []).toEqual([]);
       expect(result.preSweepLeaks ?? []).toEqual([]);

@@ -1,5 +1,6 @@
 /**
- * The chaos run's backend on moto_server: the real DynamoDB adapters over an SDK client whose
+ * The chaos run's backend on a local engine (moto_server or DynamoDB Local, whichever
+ * VIPS_EMULATOR names; the file keeps its first engine's name): the real DynamoDB adapters over an SDK client whose
  * middleware injects the faults of the invocation making each request (a crash: the request
  * throws before it is sent; throttling: a ProvisionedThroughputExceededException), and a clean
  * client for the control plane's writes and the final checks.
@@ -12,7 +13,7 @@ import { dynamoStores } from "../../functions/allocator/stream-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
 import type { DataplaneRecord } from "../../functions/domain/types.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { EmulatorProcess } from "../../functions/local/emulator-process.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeAddress, decodeService } from "../../functions/store/claim-items.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
@@ -33,8 +34,8 @@ const SINGLE_WRITES = new Set([
 ]);
 let runs = 0;
 
-/** A backend factory for {@link runChaos}'s `backend` option, on fresh tables of `moto`. */
-export function motoBackend(moto: MotoServer) {
+/** A backend factory for {@link runChaos}'s `backend` option, on fresh tables of `emulator`. */
+export function motoBackend(emulator: EmulatorProcess) {
   return async (
     faults: FaultInjector,
     setup: { cidr: string; quarantineSeconds: number },
@@ -46,7 +47,7 @@ export function motoBackend(moto: MotoServer) {
       VIP_CIDR: setup.cidr,
       VIP_QUARANTINE_SECONDS: String(setup.quarantineSeconds),
     });
-    const options = { endpoint: moto.endpoint, region: "us-east-1", credentials: CREDENTIALS };
+    const options = { endpoint: emulator.endpoint, region: "us-east-1", credentials: CREDENTIALS };
     const clean = new DynamoDBClient(options);
     await createTables(clean, config.tables);
     const faulty = new DynamoDBClient({ ...options, maxAttempts: 3 });

@@ -1,10 +1,11 @@
 /**
- * `npm run chaos -- --runs N --seed S [--steps K] [--no-sweep] [--moto]`: N chaos runs from
- * seed S on the in-memory ports (with --moto, on moto_server through the SDK client); prints one
- * summary and, for each failing seed, its operations and what failed. Exit 1 on a failure.
+ * `npm run chaos -- --runs N --seed S [--steps K] [--no-sweep] [--emulator | --moto]`: N chaos
+ * runs from seed S on the in-memory ports (with --emulator, on the local engine VIPS_EMULATOR
+ * names through the SDK client; --moto is --emulator on moto_server); prints one summary and,
+ * for each failing seed, its operations and what failed. Exit 1 on a failure.
  */
 import { parseArgs } from "node:util";
-import { startMoto } from "../../functions/local/moto.ts";
+import { ENGINE_NAMES, startEmulator } from "../../functions/local/emulator.ts";
 import { type ChaosResult, failed, runChaos, summarize } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";
 
@@ -14,6 +15,7 @@ const { values } = parseArgs({
     seed: { type: "string", default: "1" },
     steps: { type: "string", default: "40" },
     "no-sweep": { type: "boolean", default: false },
+    emulator: { type: "boolean", default: false },
     moto: { type: "boolean", default: false },
   },
 });
@@ -22,14 +24,18 @@ const first = Number(values.seed);
 const steps = Number(values.steps);
 if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(first) || !Number.isInteger(steps)) {
   process.stderr.write(
-    "usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep] [--moto]\n",
+    "usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep] [--emulator | --moto]\n",
   );
   process.exit(2);
 }
-// With --moto: the DynamoDB adapters on a moto_server started here, faults injected by an SDK
-// middleware (slower: about 2 s a run of 60 steps).
-const moto = values.moto === true ? await startMoto() : undefined;
-const backend = moto === undefined ? undefined : motoBackend(moto);
+// With --emulator: the DynamoDB adapters on a local engine started here, faults injected by an
+// SDK middleware (slower: about 2 s a run of 60 steps on moto_server).
+const emulator =
+  values.emulator === true || values.moto === true
+    ? await startEmulator(values.moto === true ? { engine: "moto" } : {})
+    : undefined;
+if (emulator !== undefined) process.stdout.write(`on ${ENGINE_NAMES[emulator.engine]}\n`);
+const backend = emulator === undefined ? undefined : motoBackend(emulator);
 const results: ChaosResult[] = [];
 const start = performance.now();
 for (let seed = first; seed < first + runs; seed++) {
@@ -59,5 +65,5 @@ process.stdout.write(`${summarize(results)}\n`);
 process.stdout.write(
   `seeds ${first}..${first + runs - 1}, ${steps} steps each, ${((performance.now() - start) / 1000).toFixed(1)} s\n`,
 );
-await moto?.stop();
+await emulator?.stop();
 process.exit(results.some(failed) ? 1 : 0);

@@ -3,14 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
-import { build } from "esbuild";
 import { afterAll, expect, test } from "vitest";
-import {
-  ALLOCATOR_BUNDLING,
-  ALLOCATOR_ENTRY,
-  PROJECT_ROOT,
-} from "../../infra/allocator-bundling.ts";
+import { buildAllocatorBundle } from "../fixtures/allocator-bundle.ts";
 
 const MAX_BUNDLE_BYTES = 5 * 1024 * 1024;
 const outdir = mkdtempSync(join(tmpdir(), "vip-allocator-bundle-"));
@@ -19,28 +13,9 @@ afterAll(() => {
   rmSync(outdir, { recursive: true, force: true });
 });
 
-// The same esbuild options NodejsFunction derives from ALLOCATOR_BUNDLING (see
-// aws-lambda-nodejs bundling: --platform=node --target --format --minify --sourcemap
-// --sources-content --main-fields --external), through esbuild's JS API.
 test("bundles the real handler with the construct's esbuild options", async () => {
-  const options = ALLOCATOR_BUNDLING;
-  const outfile = join(outdir, options.format === OutputFormat.ESM ? "index.mjs" : "index.js");
-  const result = await build({
-    absWorkingDir: PROJECT_ROOT,
-    entryPoints: [ALLOCATOR_ENTRY],
-    bundle: true,
-    platform: "node",
-    format: options.format === OutputFormat.ESM ? "esm" : "cjs",
-    target: options.target,
-    minify: options.minify,
-    sourcemap: options.sourceMap,
-    sourcesContent: options.sourcesContent,
-    mainFields: options.mainFields,
-    external: options.externalModules,
-    outfile,
-    metafile: true,
-    logLevel: "silent",
-  });
+  const result = await buildAllocatorBundle(outdir);
+  const outfile = result.outfile;
   expect(result.errors).toEqual([]);
 
   const code = readFileSync(outfile, "utf8");

@@ -1,7 +1,7 @@
 import type { DynamoDBStreamEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import {
   createWorld,
   dataplane,
@@ -11,28 +11,28 @@ import {
   type World,
 } from "./harness.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 const worlds: World[] = [];
 
 beforeAll(async () => {
-  moto = await startEmulator();
+  emulator = await startEmulator();
 });
 
 afterAll(async () => {
   for (const world of worlds) world.close();
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 async function world(
   env: Record<string, string> = {},
   options: { now?: () => number } = {},
 ): Promise<World> {
-  const created = await createWorld(moto, env, options);
+  const created = await createWorld(emulator, env, options);
   worlds.push(created);
   return created;
 }
 
-describe("the allocator against moto_server with real stream records", () => {
+describe("the allocator against the local engine with real stream records", () => {
   it("derives Kuma's service sets, ingress services going to the mesh they name", async () => {
     const w = await world();
     await w.putMesh("mesh-1");
@@ -250,7 +250,7 @@ describe("the allocator against moto_server with real stream records", () => {
     // Collect the real stream records without processing them, then deliver them as four
     // concurrent invocations that touch overlapping meshes.
     const records: DynamoDBStreamEvent["Records"] = [];
-    const collector = await createWorld(moto, {
+    const collector = await createWorld(emulator, {
       MESHES_TABLE: w.tables.meshes,
       DATAPLANES_TABLE: w.tables.dataplanes,
       VIPS_TABLE: `${w.tables.vips}-unused`,

@@ -3,10 +3,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort, type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import { freeLoopbackPort } from "../../functions/local/emulator-process.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { CliRunner, type Run } from "./cli-runner.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 let localDir: string;
 const cli = new CliRunner("cli", () => localDir);
 const { vips, spawnCli, freshTableEnv } = cli;
@@ -36,23 +38,23 @@ function background(args: readonly string[], env: Record<string, string> = {}) {
 }
 
 beforeAll(async () => {
-  moto = await startMoto();
+  emulator = await startTestEngine();
   localDir = mkdtempSync(join(tmpdir(), "vips-cli-test-"));
 });
 
 afterAll(async () => {
-  await moto?.stop();
+  await emulator?.stop();
   if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
 });
 
 // Every step spawns a Node process; on a loaded machine a test can take longer than the default
 // 60 s. A generous limit keeps a hang a failure without making a slow machine one.
-describe("the vips CLI, run as a separate process against moto_server", {
+describe("the vips CLI, run as a separate process against the local engine", {
   timeout: 120_000,
 }, () => {
   it("creates tables, stores a mesh and a Kuma dataplane, drains, and prints the VIPs", async () => {
     const env = freshTableEnv();
-    const at = ["--endpoint", moto.endpoint];
+    const at = ["--endpoint", emulator.endpoint];
 
     const created = await vips(["tables", "create", ...at], { env });
     const again = await vips(["tables", "create", ...at], { env });
@@ -87,7 +89,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("reads the endpoint from DYNAMODB_ENDPOINT, takes JSON on stdin and multi-document YAML, and lists meshes", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
     await vips(["mesh", "put", "shop"], { env });
     await vips(["mesh", "put", "default"], { env });
@@ -137,7 +139,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("removes a deleted dataplane's services at the next drain", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
     await vips(["mesh", "put", "default"], { env });
     await vips(["dataplane", "put", "test/fixtures/kuma/web.yaml"], { env });
@@ -166,7 +168,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("exits 2 with one line naming the problem on bad usage", async () => {
-    const at = ["--endpoint", moto.endpoint];
+    const at = ["--endpoint", emulator.endpoint];
     const [unknown, missing, extra, option, once, url, cidr] = await Promise.all([
       vips(["frobnicate", ...at]),
       vips(["get", ...at]),
@@ -210,14 +212,14 @@ describe("the vips CLI, run as a separate process against moto_server", {
 
     expect(flag.code).toBe(2);
     expect(flag.stderr).toBe(
-      `error: cannot reach DynamoDB endpoint ${url} (from --endpoint): no answer within 2 s; is moto_server running there?\n`,
+      `error: cannot reach DynamoDB endpoint ${url} (from --endpoint): no answer within 2 s; is DynamoDB Local or moto_server running there?\n`,
     );
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.stderr).toContain(`${url} (from DYNAMODB_ENDPOINT)`);
   });
 
   it("exits 1 naming the field or file when a Dataplane file is wrong, and when a mesh has no VIP item", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
 
     const [wrongType, noMesh, noFile, noItem] = await Promise.all([
@@ -246,7 +248,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("exits 1 naming the failure file when records give up", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
     await vips(["mesh", "put", "doomed"], { env });
 
@@ -270,7 +272,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("watches the streams, prints each mesh change, and exits 0 on SIGINT", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
     await vips(["mesh", "put", "default"], { env });
     await vips(["drain"], { env });
@@ -310,7 +312,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
     expect(code).toBe(0);
   });
 
-  it("runs the demo on its own moto_server and prints a per-mesh summary with --once", async () => {
+  it("runs the demo on its own local engine and prints a per-mesh summary with --once", async () => {
     const demo = await vips(["demo", "--once"]);
 
     expect(demo.code).toBe(0);
@@ -331,7 +333,7 @@ describe("the vips CLI, run as a separate process against moto_server", {
   });
 
   it("resolves names and VIPs as the DNS responder would, and serves them over DNS", async () => {
-    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...freshTableEnv(), DYNAMODB_ENDPOINT: emulator.endpoint };
     await vips(["tables", "create"], { env });
     await vips(["mesh", "put", "default"], { env });
     await vips(["dataplane", "put", "test/fixtures/kuma/web.yaml"], { env });

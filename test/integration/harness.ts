@@ -9,7 +9,7 @@ import {
 } from "../../functions/allocator/stream-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
@@ -21,9 +21,8 @@ import { invariantViolations } from "../fixtures/invariants.ts";
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 let counter = 0;
 
-export async function startEmulator(): Promise<MotoServer> {
-  return await startMoto();
-}
+/** The local engine of the test file (test/fixtures/engine.ts). */
+export { startTestEngine as startEmulator } from "../fixtures/engine.ts";
 
 export interface World {
   readonly tables: TableNames;
@@ -61,7 +60,7 @@ export interface WorldOptions {
 }
 
 export async function createWorld(
-  moto: MotoServer,
+  emulator: LocalEmulator,
   env: Record<string, string> = {},
   options: WorldOptions = {},
 ): Promise<World> {
@@ -69,12 +68,12 @@ export async function createWorld(
   const prefix = `t${process.pid}-${counter}`;
   const baseEnv: Record<string, string> = {
     ...prefixedTableEnv(prefix),
-    DYNAMODB_ENDPOINT: moto.endpoint,
+    DYNAMODB_ENDPOINT: emulator.endpoint,
     ...env,
   };
   const config = loadConfig(baseEnv);
   const client = new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: CREDENTIALS,
   });
@@ -86,7 +85,7 @@ export async function createWorld(
   let handlerClient = client;
   if (options.handlerClient !== undefined) {
     handlerClient = new DynamoDBClient({
-      endpoint: moto.endpoint,
+      endpoint: emulator.endpoint,
       region: "us-east-1",
       credentials: CREDENTIALS,
     });
@@ -99,7 +98,7 @@ export async function createWorld(
   });
   const delivered: DynamoDBStreamEvent[] = [];
   const poller = new StreamPoller({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: CREDENTIALS,
     tables: config.tables,

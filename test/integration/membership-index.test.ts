@@ -1,8 +1,9 @@
 /**
- * The membership index on moto_server, through the real poller and handler: incremental passes
- * follow moved ingresses and dataplanes, a mesh created after its dataplanes gets its service
- * set from the index, no request on the event path reads the dataplanes table, and the index
- * builder derives the same index from a table loaded without any stream history.
+ * The membership index on the local engine (DynamoDB Local, moto_server), through the real
+ * poller and handler: incremental passes follow moved ingresses and dataplanes, a mesh created
+ * after its dataplanes gets its service set from the index, no request on the event path reads
+ * the dataplanes table, and the index builder derives the same index from a table loaded
+ * without any stream history.
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import fc from "fast-check";
@@ -10,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/rebuild-index.ts";
 import { recomputeMesh } from "../../functions/allocator/recompute-mesh.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
@@ -25,16 +26,16 @@ import {
   type WorldOptions,
 } from "./harness.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 const worlds: World[] = [];
 
 beforeAll(async () => {
-  moto = await startEmulator();
+  emulator = await startEmulator();
 });
 
 afterAll(async () => {
   for (const w of worlds) w.close();
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 /** Requests the handler sent, as "Command table". */
@@ -55,7 +56,7 @@ function recordRequests(into: string[]): WorldOptions {
 }
 
 async function world(env: Record<string, string> = {}, options: WorldOptions = {}) {
-  const w = await createWorld(moto, env, options);
+  const w = await createWorld(emulator, env, options);
   worlds.push(w);
   return w;
 }
@@ -77,7 +78,7 @@ async function expectAgreement(w: World, meshes: readonly string[]): Promise<voi
   }
 }
 
-describe("incremental passes on moto_server", () => {
+describe("incremental passes on the local engine", () => {
   it("follows an ingress that moves its advertisement to another mesh", async () => {
     // Arrange
     const w = await world();
@@ -197,8 +198,8 @@ describe("incremental passes on moto_server", () => {
   });
 });
 
-// 2,000 dataplanes through moto_server take about 20 s alone, and more beside other test files.
-describe("the index builder on moto_server", { timeout: 180_000 }, () => {
+// 2,000 dataplanes through moto_server take about 20 s alone (DynamoDB Local: less), and more beside other test files.
+describe("the index builder on the local engine", { timeout: 180_000 }, () => {
   it("derives the index of a table loaded with 2,000 dataplanes and no stream history, idempotently", async () => {
     // Arrange: the tables are written directly; no record reaches the allocator.
     const w = await world();

@@ -1,28 +1,29 @@
 /**
  * A fresh state allocates without holes: the demo's meshes and dataplanes, drained through
- * the real poller and handler on moto_server, take the lowest addresses with none passed over.
+ * the real poller and handler on the local engine, take the lowest addresses with none passed
+ * over.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoData } from "../../functions/cli/demo-data.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createWorld, expectInvariants, startEmulator, type World } from "./harness.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 let w: World | undefined;
 
 beforeAll(async () => {
-  moto = await startEmulator();
+  emulator = await startEmulator();
 });
 
 afterAll(async () => {
   w?.close();
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 describe("a fresh state", () => {
   it("gives the demo's services the lowest addresses, none skipped", async () => {
     // Arrange
-    w = await createWorld(moto);
+    w = await createWorld(emulator);
     const demo = demoData();
     for (const mesh of demo.meshes) await w.putMesh(mesh);
     for (const { type: _type, ...item } of demo.dataplanes) {

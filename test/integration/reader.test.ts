@@ -18,7 +18,7 @@ import {
 import dnsPacket from "dns-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordOf } from "../../functions/domain/records.ts";
-import type { MotoServer } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import {
   DnsResponder,
   diffStreamRecord,
@@ -34,14 +34,14 @@ import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 
 beforeAll(async () => {
-  moto = await startEmulator();
+  emulator = await startEmulator();
 });
 
 afterAll(async () => {
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 interface Call {
@@ -52,7 +52,7 @@ interface Call {
 /** A client of its own whose every request is recorded (command and input). */
 function recordingClient(): { client: DynamoDBClient; calls: Call[] } {
   const client = new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: { accessKeyId: "test", secretAccessKey: "test" },
   });
@@ -127,11 +127,11 @@ function bigItem(mesh: string, services: number, version: number) {
   }).stored;
 }
 
-describe("VipReader on moto_server", () => {
+describe("VipReader on the local engine", () => {
   let world: World;
 
   beforeAll(async () => {
-    world = await createWorld(moto);
+    world = await createWorld(emulator);
   });
 
   afterAll(() => world?.close());
@@ -360,7 +360,7 @@ describe("VipReader on moto_server", () => {
   });
 
   it("reports a malformed item once, skips it, keeps the mesh's last good view, and never refetches it unchanged", async () => {
-    const own = await createWorld(moto);
+    const own = await createWorld(emulator);
     const { client, calls } = recordingClient();
     const reported: MalformedItem[] = [];
     const reader = new VipReader({
@@ -470,7 +470,7 @@ async function streamRecords(client: DynamoDBClient, table: string): Promise<Str
   const described = await client.send(new DescribeTableCommand({ TableName: table }));
   const StreamArn = described.Table?.LatestStreamArn as string;
   const streams = new DynamoDBStreamsClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: { accessKeyId: "test", secretAccessKey: "test" },
   });
@@ -500,9 +500,9 @@ async function streamRecords(client: DynamoDBClient, table: string): Promise<Str
   }
 }
 
-describe("the change feed on moto_server", () => {
+describe("the change feed on the local engine", () => {
   it("diffs the records of a vips stream written by the allocator, and of a format-2 item", async () => {
-    const own = await createWorld(moto);
+    const own = await createWorld(emulator);
     try {
       // What `vipsStream: true` does to the table in AWS.
       await own.client.send(
@@ -588,7 +588,7 @@ function askTcp(port: number, name: string, type: dnsPacket.RecordType, prefix?:
   });
 }
 
-describe("the DNS responder, fed by a VipReader on moto_server", () => {
+describe("the DNS responder, fed by a VipReader on the local engine", () => {
   let world: World;
   let reader: VipReader;
   let responder: DnsResponder;
@@ -597,7 +597,7 @@ describe("the DNS responder, fed by a VipReader on moto_server", () => {
   const resolver = new Resolver({ timeout: 3000, tries: 3 });
 
   beforeAll(async () => {
-    world = await createWorld(moto);
+    world = await createWorld(emulator);
     await world.putMesh("default");
     await world.putDataplane(
       dataplane("default", "pods", [
@@ -696,7 +696,7 @@ describe("the DNS responder, fed by a VipReader on moto_server", () => {
   });
 
   it("serves AAAA and PTR for a mesh with an IPv6 VIP_CIDR", async () => {
-    const six = await createWorld(moto, { VIP_CIDR: "fd00:10::/64" });
+    const six = await createWorld(emulator, { VIP_CIDR: "fd00:10::/64" });
     const sixClient = recordingClient().client;
     try {
       await six.putMesh("v6");

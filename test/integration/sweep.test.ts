@@ -14,7 +14,7 @@ import { sweep } from "../../functions/allocator/sweep.ts";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { StreamPoller } from "../../functions/local/poller.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeService } from "../../functions/store/claim-items.ts";
@@ -24,21 +24,22 @@ import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { dataplane } from "../fixtures/builders.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { CliRunner } from "./cli-runner.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 let localDir: string;
 const cli = new CliRunner("sweep", () => localDir);
 
 beforeAll(async () => {
-  moto = await startMoto();
+  emulator = await startTestEngine();
   localDir = mkdtempSync(join(tmpdir(), "vips-sweep-test-"));
 });
 
 afterAll(async () => {
-  await moto?.stop();
+  await emulator?.stop();
   if (localDir !== undefined) rmSync(localDir, { recursive: true, force: true });
 });
 
@@ -46,7 +47,7 @@ const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 
 function client(): DynamoDBClient {
   return new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: CREDENTIALS,
   });
@@ -113,7 +114,11 @@ async function violations(env: Record<string, string>, seed: Seed): Promise<stri
 
 /** The sweep in-process on the DynamoDB adapters, counting the write requests it sends. */
 async function sweepCountingWrites(env: Record<string, string>) {
-  const config = loadConfig({ ...env, DYNAMODB_ENDPOINT: moto.endpoint, AWS_REGION: "us-east-1" });
+  const config = loadConfig({
+    ...env,
+    DYNAMODB_ENDPOINT: emulator.endpoint,
+    AWS_REGION: "us-east-1",
+  });
   const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
   const written: string[] = [];
   raw.middlewareStack.add(
@@ -151,12 +156,12 @@ interface ReconcileJson {
   readonly byKind: Record<string, number>;
 }
 
-describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
+describe("the sweep's Lambda entry on the local engine", { timeout: 120_000 }, () => {
   it("stops before its remaining time runs out, stores its position, and the next invocation continues the cycle", async () => {
     // Arrange: a fake clock that moves one second per reading; each invocation has 30 s.
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 8, 3);
@@ -197,12 +202,12 @@ describe("the sweep's Lambda entry on moto", { timeout: 120_000 }, () => {
   });
 });
 
-describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () => {
+describe("the repair sweep on the local engine, through the CLI", { timeout: 240_000 }, () => {
   it("gives 20 meshes of 500 dataplanes written before any stream their VIPs; a second run corrects and writes nothing", async () => {
     // Arrange
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 20, 25);
@@ -228,7 +233,7 @@ describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () =
     // Arrange: records in the streams, and a drain that is killed once some items exist.
     const env: Record<string, string> = {
       ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: moto.endpoint,
+      DYNAMODB_ENDPOINT: emulator.endpoint,
     };
     expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
     const seed = await seedTables(env, 12, 20);
@@ -261,18 +266,20 @@ describe("the repair sweep on moto, through the CLI", { timeout: 240_000 }, () =
   });
 });
 
-describe("the scheduled sweep while the event path is busy, on moto", { timeout: 240_000 }, () => {
+describe("the scheduled sweep while the event path is busy, on the local engine", {
+  timeout: 240_000,
+}, () => {
   it("pages for nothing while dataplanes change continuously, and still counts a real fault", async () => {
     // Arrange: fresh tables, the local poller playing Lambda's event source mapping (the
     // production settings), four meshes with their items.
-    const env = { ...prefixedTableEnv(`soak${process.pid}`), DYNAMODB_ENDPOINT: moto.endpoint };
+    const env = { ...prefixedTableEnv(`soak${process.pid}`), DYNAMODB_ENDPOINT: emulator.endpoint };
     const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
     expect(config.sweepGraceSeconds).toBe(inFlightGraceSeconds());
     const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
     await createTables(raw, config.tables);
     const doc = new DocumentClient(raw);
     const poller = new StreamPoller({
-      endpoint: moto.endpoint,
+      endpoint: emulator.endpoint,
       region: "us-east-1",
       credentials: CREDENTIALS,
       tables: config.tables,

@@ -3,12 +3,13 @@ import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { type MotoServer, startMoto } from "../../functions/local/moto.ts";
+import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 
-let moto: MotoServer;
+let emulator: LocalEmulator;
 let client: DynamoDBClient;
 let doc: DynamoDBDocumentClient;
 let store: DynamoVipItemStore;
@@ -21,9 +22,9 @@ const TABLES = {
 };
 
 beforeAll(async () => {
-  moto = await startMoto();
+  emulator = await startTestEngine();
   client = new DynamoDBClient({
-    endpoint: moto.endpoint,
+    endpoint: emulator.endpoint,
     region: "us-east-1",
     credentials: { accessKeyId: "test", secretAccessKey: "test" },
   });
@@ -34,7 +35,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   client?.destroy();
-  await moto?.stop();
+  await emulator?.stop();
 });
 
 function item(mesh: string, version: number, services = 2): VipItem {
@@ -53,7 +54,7 @@ function item(mesh: string, version: number, services = 2): VipItem {
   };
 }
 
-describe("DynamoVipItemStore on moto_server", () => {
+describe("DynamoVipItemStore on the local engine", () => {
   it("creates only when absent and updates only from the version read", async () => {
     await store.put(item("m", 1), undefined);
 

@@ -1,6 +1,12 @@
 import { loadConfig } from "../../allocator/config.ts";
 import type { VipItem } from "../../domain/types.ts";
-import { type MotoServer, MotoUnavailableError, startMoto } from "../../local/moto.ts";
+import {
+  chooseEngine,
+  EmulatorUnavailableError,
+  ENGINE_NAMES,
+  type LocalEmulator,
+  startEmulator,
+} from "../../local/emulator.ts";
 import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
 import { createTables } from "../../store/create-tables.ts";
 import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
@@ -68,7 +74,8 @@ function progressReporter(out: Output, total: number): (info: BatchInfo) => void
 }
 
 /**
- * `demo` (what `npm start` runs): moto_server (unless --endpoint), tables, a seeded demo, the
+ * `demo` (what `npm start` runs): a local DynamoDB engine (unless --endpoint; which one:
+ * VIPS_EMULATOR, see functions/local/emulator.ts), tables, a seeded demo, the
  * backlog drained with progress, a per-mesh summary, then live changes until Ctrl-C (or exit
  * right after the summary with --once).
  */
@@ -80,17 +87,18 @@ export async function demoCommand(options: {
   out: Output;
 }): Promise<ExitCode> {
   const { out } = options;
-  let moto: MotoServer | undefined;
+  let emulator: LocalEmulator | undefined;
   if (options.endpoint === undefined) {
-    out.note("starting moto_server (local DynamoDB + Streams) ...");
     try {
-      moto = await startMoto();
+      const engine = await chooseEngine({ note: (line) => out.note(line) });
+      out.note(`starting ${ENGINE_NAMES[engine]} (local DynamoDB + Streams) ...`);
+      emulator = await startEmulator({ engine });
     } catch (error) {
-      if (error instanceof MotoUnavailableError) throw new CliError(error.message, 2);
+      if (error instanceof EmulatorUnavailableError) throw new CliError(error.message, 2);
       throw error;
     }
   }
-  const endpoint = options.endpoint ?? (moto as MotoServer).endpoint;
+  const endpoint = options.endpoint ?? (emulator as LocalEmulator).endpoint;
   prepareEnvironment(options.env, endpoint);
   const config = loadConfig(options.env);
   const ctx = new CliContext(endpoint, options.env, options.json, out);
@@ -98,7 +106,7 @@ export async function demoCommand(options: {
   let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
   try {
     out.note(
-      `DynamoDB endpoint: ${endpoint}${moto !== undefined ? " (moto_server, stopped on exit)" : ""}`,
+      `DynamoDB endpoint: ${endpoint}${emulator !== undefined ? ` (${ENGINE_NAMES[emulator.engine]}, stopped on exit)` : ""}`,
     );
     const tables = await createTables(ctx.ddb, ctx.tables);
     out.note(`tables ready: ${tables.map((t) => t.name).join(", ")}`);
@@ -124,7 +132,7 @@ export async function demoCommand(options: {
     poller = allocatorPoller(ctx, config, {
       endpoint,
       // An emulator started here is new each time; a given endpoint keeps its checkpoints.
-      checkpointFile: moto === undefined ? ctx.checkpointFile : undefined,
+      checkpointFile: emulator === undefined ? ctx.checkpointFile : undefined,
       onBatch: (info) => onBatch(info),
     });
     const report: DrainReport = await poller.drain();
@@ -157,7 +165,7 @@ export async function demoCommand(options: {
     out.note(
       `DNS responder (UDP and TCP, answers from memory): ${digHint(items, dns.port, DNS_DEFAULTS.domain)}`,
     );
-    const where = moto !== undefined ? endpoint : ctx.where();
+    const where = emulator !== undefined ? endpoint : ctx.where();
     out.note(
       `watching for changes (Ctrl-C to stop); add a dataplane from another terminal: DYNAMODB_ENDPOINT=${where} npm run --silent vips -- dataplane put ${DEMO_HINT_FILE}`,
     );
@@ -169,6 +177,6 @@ export async function demoCommand(options: {
     await dns?.stop();
     poller?.destroy();
     ctx.close();
-    await moto?.stop();
+    await emulator?.stop();
   }
 }

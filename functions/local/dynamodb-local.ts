@@ -1,0 +1,86 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import {
+  type EmulatorProcess,
+  EmulatorUnavailableError,
+  spawnEmulator,
+} from "./emulator-process.ts";
+
+/**
+ * DynamoDB Local, AWS's own engine for local use (a Java program; it serves DynamoDB Streams on
+ * the same port), as shipped in the pinned devDependency `amplify-dynamodb-simulator`
+ * (`emulator/DynamoDBLocal.jar` with `DynamoDBLocal_lib/`, DynamoDB Local 1.25.1).
+ * `DYNAMODB_LOCAL_DIR` names another directory holding `DynamoDBLocal.jar` and its lib folder.
+ */
+
+export const JAVA_INSTALL_HINT =
+  "install a Java runtime (11 or later; Debian/Ubuntu: apt-get install openjdk-17-jre-headless)";
+
+/** `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java` from PATH. */
+export function javaCommand(env: NodeJS.ProcessEnv = process.env): string {
+  return env.JAVA_HOME ? join(env.JAVA_HOME, "bin", "java") : "java";
+}
+
+let javaProbe: Promise<boolean> | undefined;
+
+/** Whether `java -version` runs (asked once per process). */
+export async function javaAvailable(): Promise<boolean> {
+  javaProbe ??= new Promise((resolve) => {
+    execFile(javaCommand(), ["-version"], { timeout: 30_000 }, (error) => resolve(error === null));
+  });
+  return await javaProbe;
+}
+
+/** The directory holding DynamoDBLocal.jar, or undefined when the package is not installed. */
+export function dynamoDbLocalDir(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (env.DYNAMODB_LOCAL_DIR) return env.DYNAMODB_LOCAL_DIR;
+  try {
+    const require = createRequire(import.meta.url);
+    const dir = join(
+      dirname(require.resolve("amplify-dynamodb-simulator/package.json")),
+      "emulator",
+    );
+    return existsSync(join(dir, "DynamoDBLocal.jar")) ? dir : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Starts DynamoDB Local in memory on a free port and waits until it serves ListTables.
+ * `-sharedDb`: one database whatever the client's credentials and region (as with moto);
+ * `-disableTelemetry`: it would otherwise try to reach AWS. A small heap and the serial
+ * collector keep two of them (the test workers') light on a small machine.
+ */
+export async function startDynamoDbLocal(
+  options: { timeoutMs?: number } = {},
+): Promise<EmulatorProcess> {
+  const dir = dynamoDbLocalDir();
+  const java = javaCommand();
+  if (dir === undefined) {
+    throw new EmulatorUnavailableError(
+      "DynamoDB Local is not installed (the devDependency amplify-dynamodb-simulator); run npm ci, or set DYNAMODB_LOCAL_DIR to a folder with DynamoDBLocal.jar",
+    );
+  }
+  return await spawnEmulator({
+    name: "DynamoDB Local",
+    command: java,
+    args: (port) => [
+      "-XX:+UseSerialGC",
+      "-Xmx1g",
+      `-Djava.library.path=${join(dir, "DynamoDBLocal_lib")}`,
+      "-jar",
+      join(dir, "DynamoDBLocal.jar"),
+      "-inMemory",
+      "-sharedDb",
+      "-disableTelemetry",
+      "-port",
+      String(port),
+    ],
+    cwd: dir,
+    notFound: `${java} not found: DynamoDB Local needs Java; ${JAVA_INSTALL_HINT}`,
+    ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+  });
+}
