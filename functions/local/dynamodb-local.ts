@@ -1,12 +1,16 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   type EmulatorProcess,
   EmulatorUnavailableError,
   spawnEmulator,
 } from "./emulator-process.ts";
+
+/** A single-file Java program that starts DynamoDB Local on 127.0.0.1 only (Java 11+). */
+const LOOPBACK_LAUNCHER = fileURLToPath(new URL("./LoopbackDynamoDbLocal.java", import.meta.url));
 
 /**
  * DynamoDB Local, AWS's own engine for local use (a Java program; it serves DynamoDB Streams on
@@ -71,8 +75,11 @@ export async function startDynamoDbLocal(
       "-XX:+UseSerialGC",
       "-Xmx1g",
       `-Djava.library.path=${join(dir, "DynamoDBLocal_lib")}`,
-      "-jar",
-      join(dir, "DynamoDBLocal.jar"),
+      // Through a launcher that binds it to 127.0.0.1: DynamoDB Local itself has no option for
+      // its address and listens on every interface.
+      "-cp",
+      [join(dir, "DynamoDBLocal.jar"), join(dir, "DynamoDBLocal_lib", "*")].join(delimiter),
+      LOOPBACK_LAUNCHER,
       "-inMemory",
       "-sharedDb",
       "-disableTelemetry",
