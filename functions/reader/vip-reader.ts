@@ -8,8 +8,9 @@
  *   of the table is billed by the whole item whatever the projection); it is also the discovery
  *   of new and removed meshes;
  * - a fixed list of meshes (`meshes` option): one Query of that index per mesh; no discovery.
- * Strongly consistent probes (`consistentRead: true`; an index cannot serve them), and tables
- * created without the index, read the table itself, projecting the same three attributes.
+ * Strongly consistent probes (`consistentRead: true`; an index cannot serve them), `probe:
+ * "table"`, tables created without the index and callers denied it read the table itself,
+ * projecting the same three attributes (a Scan, or a GetItem per listed mesh).
  * Then a GetItem of the full item only for meshes whose version (or incarnation) moved. Reads
  * are eventually consistent unless `consistentRead: true`.
  */
@@ -44,8 +45,9 @@ export interface VipReaderOptions {
    */
   readonly consistentRead?: boolean;
   /**
-   * Follow only these meshes, probing each with a GetItem; meshes are then never discovered.
-   * @default every mesh in the table, probed with one keys-only Scan
+   * Follow only these meshes, probing each with a Query of the `versions` index (a GetItem
+   * when the probe reads the table); meshes are then never discovered.
+   * @default every mesh in the table, probed with one paged Scan of the `versions` index
    */
   readonly meshes?: readonly string[];
   /**
@@ -81,7 +83,7 @@ export interface ProbeFallback {
 
 /** What the last refresh did, in requests. */
 export interface RefreshStats {
-  /** Probe requests (Scan pages, or GetItems of the listed meshes). */
+  /** Probe requests (Scan pages, or a Query or GetItem per listed mesh). */
   readonly probeRequests: number;
   /** Full-item GetItems (meshes whose version moved). */
   readonly fetches: number;

@@ -24,7 +24,13 @@ import {
   meshRecord,
 } from "../fixtures/builders.ts";
 import { type Operation, seededRandom } from "../fixtures/in-memory-ports.ts";
-import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
+import {
+  type InvariantInput,
+  invariantViolations,
+  leakViolations,
+  ReuseHistory,
+  versionChanges,
+} from "../fixtures/invariants.ts";
 import { World } from "../unit/reconcile-world.ts";
 
 const TABLES = resolveTableNames({});
@@ -251,7 +257,8 @@ export async function runChaos(
   };
   const delivered: DynamoDBRecord[][] = [];
   const stored = new Map<string, DataplaneItem>();
-  const history = new ReuseHistory();
+  const history = new ReuseHistory(world.quarantineSeconds * 1000);
+  const renumbered = () => (faults.get("cidr-change") ?? 0) > 0;
   const violations: string[] = [];
   let invocations = 0;
 
@@ -326,7 +333,7 @@ export async function runChaos(
       );
     }
     await Promise.all(work);
-    history.observe((await world.state()).items, world.nowMs, world.quarantineSeconds, violations);
+    violations.push(...history.observe((await world.state()).items, world.nowMs, renumbered()));
   };
 
   for (let step = 0; step < steps; step++) {
@@ -427,35 +434,17 @@ export async function runChaos(
     const expected = new Map<string, string[]>();
     for (const name of meshes) expected.set(name, await world.serviceSet(name));
     return {
-      violations: [
-        ...invariantViolations({ items: state.items, meshes, pool: world.pool, expected }),
-        ...honestExhaustion(world, state),
-      ],
+      violations: invariantViolations(oracleInput(world, state, meshes, expected)),
       leaks: leakViolations(state.items, state.services),
     };
   };
   /** Every record delivered so far, again, in order, fault-free: no item's version may move. */
   const redeliverAll = async (when: string): Promise<string[]> => {
-    const items = (await world.state()).items;
-    const before = new Map(items.map((item) => [item.mesh, item.version]));
-    const content = new Map(items.map((item) => [item.mesh, describe(item)]));
+    const before = (await world.state()).items;
     for (const batch of [...delivered]) {
       await invoke(batch, { requests: 0, crashAfter: undefined, throttle: 0 });
     }
-    const changes: string[] = [];
-    for (const item of (await world.state()).items) {
-      if (before.get(item.mesh) !== item.version) {
-        changes.push(
-          `9 (${when}): ${item.mesh} v${before.get(item.mesh) ?? "-"} ${content.get(item.mesh) ?? ""} -> v${item.version} ${describe(item)}`,
-        );
-      }
-    }
-    for (const mesh of before.keys()) {
-      if (!(await world.state()).items.some((item) => item.mesh === mesh)) {
-        changes.push(`9 (${when}): ${mesh}'s item removed`);
-      }
-    }
-    return changes;
+    return versionChanges(before, (await world.state()).items, when);
   };
   // The event path alone, once the streams are drained: invariants 1-10 (and 11 when no
   // invocation was killed, decision 045), and a full redelivery changes nothing. Only when no
@@ -489,15 +478,12 @@ export async function runChaos(
   const second = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);
   const state = await world.state();
   const items = state.items;
-  history.observe(items, world.nowMs, world.quarantineSeconds, violations);
+  violations.push(...history.observe(items, world.nowMs, renumbered()));
 
   const meshes = new Set(await world.meshNames());
   const expected = new Map<string, string[]>();
   for (const name of meshes) expected.set(name, await world.serviceSet(name));
-  violations.push(
-    ...invariantViolations({ items, meshes, pool: world.pool, expected }),
-    ...honestExhaustion(world, state),
-  );
+  violations.push(...invariantViolations(oracleInput(world, state, meshes, expected)));
   if (!lostRecords) redeliveryChanges.push(...(await redeliverAll("after the sweeps")));
   return {
     seed,
@@ -515,69 +501,21 @@ export async function runChaos(
   };
 }
 
-function describe(item: VipItem): string {
-  return JSON.stringify({ vips: item.vips, unallocated: item.unallocated ?? {} });
-}
-
-/**
- * 10. Honest exhaustion: a service is left unallocated only while no address of the range can
- * be taken: every address has a claim whose owner still holds it there (listed, in quarantine,
- * or moved elsewhere by a renumbering, which keeps the old address: decision 012).
- */
-function honestExhaustion(world: ChaosBackend, state: ChaosState): string[] {
-  const waiting = state.items.some((item) => Object.keys(item.unallocated ?? {}).length > 0);
-  if (!waiting) return [];
-  const cutoff = world.nowMs - world.quarantineSeconds * 1000;
-  const owners = new Map(state.services.map((claim) => [claim.service, claim]));
-  const held = state.addresses
-    .filter((address) => world.pool.contains(address.vip))
-    .filter((address) => {
-      const owner = owners.get(address.owner);
-      if (owner === undefined) return false;
-      if (owner.vip !== address.vip) return true;
-      return owner.meshes.size > 0 || owner.releasedAt === undefined || owner.releasedAt > cutoff;
-    }).length;
-  if (process.env.CHAOS_DEBUG) {
-    console.log(
-      JSON.stringify({
-        now: world.nowMs,
-        q: world.quarantineSeconds,
-        pool: world.pool.cidr,
-        items: state.items.map((i) => [i.mesh, i.vips, i.unallocated]),
-        addrs: state.addresses,
-        svcs: state.services.map((c) => [c.service, c.vip, [...c.meshes.keys()], c.releasedAt]),
-      }),
-    );
-  }
-  return held < Number(world.pool.size)
-    ? [`10: a service is unallocated while ${Number(world.pool.size) - held} addresses are free`]
-    : [];
-}
-
-/**
- * 8. Delayed reuse, from observations: a VIP passes to another service only a full quarantine
- * after it was last seen with its old service (the clock moves only between steps).
- */
-class ReuseHistory {
-  private readonly byVip = new Map<string, { service: string; atMs: number }>();
-
-  observe(items: readonly VipItem[], nowMs: number, quarantineSeconds: number, out: string[]) {
-    for (const item of items) {
-      for (const [service, vip] of Object.entries(item.vips)) {
-        const before = this.byVip.get(vip);
-        if (before !== undefined && before.service !== service) {
-          if (nowMs - before.atMs < quarantineSeconds * 1000) {
-            out.push(`8: ${vip} passed from ${before.service} to ${service} within the quarantine`);
-          }
-        }
-      }
-    }
-    for (const item of items) {
-      for (const [service, vip] of Object.entries(item.vips)) {
-        this.byVip.set(vip, { service, atMs: nowMs });
-      }
-    }
-  }
+/** What the invariant oracle reads (test/fixtures/invariants.ts): the items and the claims. */
+function oracleInput(
+  world: ChaosBackend,
+  state: ChaosState,
+  meshes: ReadonlySet<string>,
+  expected: ReadonlyMap<string, readonly string[]>,
+): InvariantInput {
+  return {
+    items: state.items,
+    meshes,
+    pool: world.pool,
+    expected,
+    claims: { services: state.services, addresses: state.addresses },
+    clock: { nowMs: world.nowMs, quarantineSeconds: world.quarantineSeconds },
+  };
 }
 
 /** A one-line summary of many runs. */

@@ -20,8 +20,6 @@ import { processBatch } from "../../functions/allocator/process-batch.ts";
 import { rebuildIndex } from "../../functions/allocator/rebuild-index.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import { quarantineOver } from "../../functions/domain/quarantine.ts";
-import type { VipItem } from "../../functions/domain/types.ts";
 import { decodeRecord } from "../../functions/store/stream-records.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import {
@@ -36,6 +34,15 @@ import {
   jitteredPause,
   seededRandom,
 } from "../fixtures/in-memory-ports.ts";
+import {
+  type ClaimsView,
+  honestExhaustion,
+  invariantViolations,
+  leakViolations,
+  ReuseHistory,
+  Stability,
+  safetyViolations,
+} from "../fixtures/invariants.ts";
 import { World } from "./reconcile-world.ts";
 
 const MESHES = ["default", "mesh-1", "mesh-2"] as const;
@@ -396,60 +403,44 @@ class InjectedCrash extends Error {
 // Invariants
 // ---------------------------------------------------------------------------------------------
 
+/** The world's tables as the invariant oracle reads them (test/fixtures/invariants.ts). */
+function claimsOf(world: World): ClaimsView {
+  return { services: world.claims.serviceClaims(), addresses: world.claims.addressClaims() };
+}
+
+/** The meshes of a world: the scenarios' and any other a test created (or an item names). */
+function meshesOf(world: World): string[] {
+  return [...new Set([...MESHES, ...world.vipItems.all().map((item) => item.mesh)])];
+}
+
+/** Each existing mesh's service set, from the tables (the full recompute). */
+function serviceSets(world: World): Map<string, string[]> {
+  return new Map(
+    meshesOf(world)
+      .filter((mesh) => world.source.hasMesh(mesh))
+      .map((mesh) => [mesh, world.serviceSet(mesh)]),
+  );
+}
+
 /**
  * What holds at every moment, mid-flight included (CIDR constant): no VIP shared within a
  * mesh or across services, one VIP per service, and every listed VIP backed by its service's
  * live claim with a membership of that mesh, so no later allocation can take it.
  */
 function assertSafe(world: World): void {
-  const byVip = new Map<string, string>();
-  const byService = new Map<string, string>();
-  for (const item of world.vipItems.all()) {
-    const values = Object.values(item.vips);
-    expect(new Set(values).size, `duplicate VIP in ${item.mesh}`).toBe(values.length);
-    for (const [service, vip] of Object.entries(item.vips)) {
-      expect(byService.get(service) ?? vip, `${service} has two VIPs`).toBe(vip);
-      byService.set(service, vip);
-      expect(byVip.get(vip) ?? service, `${vip} shared by two services`).toBe(service);
-      byVip.set(vip, service);
-      const claim = world.claims.serviceClaim(service);
-      expect(claim?.vip, `claim of ${service} listed in ${item.mesh}`).toBe(vip);
-      expect(claim?.releasedAt, `${service} listed in ${item.mesh} but released`).toBeUndefined();
-      expect(claim?.meshes.has(item.mesh), `${service} lacks a membership of ${item.mesh}`).toBe(
-        true,
-      );
-      expect(world.claims.addressClaim(vip)?.owner, `owner of ${vip}`).toBe(service);
-    }
-  }
+  expect(safetyViolations(world.vipItems.all(), claimsOf(world))).toEqual([]);
 }
 
 /** Invariants 1-6 of docs/contract.md, plus the claims that back them. */
 function assertInvariants(world: World): void {
-  for (const mesh of MESHES) {
-    const item = world.vipItems.peek(mesh);
-    if (!world.source.hasMesh(mesh)) {
-      // 2. No orphans.
-      expect(item, `orphan VIP item for ${mesh}`).toBeUndefined();
-      continue;
-    }
-    // 1. Coverage.
-    expect(item, `no VIP item for ${mesh}`).toBeDefined();
-    const vips = Object.keys(item?.vips ?? {});
-    const unallocated = Object.keys(item?.unallocated ?? {});
-    expect(vips.filter((s) => unallocated.includes(s))).toEqual([]);
-    expect([...vips, ...unallocated].sort(), `service set of ${mesh}`).toEqual(
-      world.serviceSet(mesh),
-    );
-  }
-  for (const item of world.vipItems.all()) {
-    // 6. In range.
-    expect(item.cidr).toBe(world.pool.cidr);
-    for (const vip of Object.values(item.vips)) {
-      expect(world.pool.contains(vip), `${vip} outside ${world.pool.cidr}`).toBe(true);
-    }
-  }
-  // 3, 4, 5, and the claims.
-  assertSafe(world);
+  const violations = invariantViolations({
+    items: world.vipItems.all(),
+    meshes: new Set(meshesOf(world).filter((mesh) => world.source.hasMesh(mesh))),
+    pool: world.pool,
+    expected: serviceSets(world),
+    claims: claimsOf(world),
+  });
+  expect(violations).toEqual([]);
 }
 
 /**
@@ -457,23 +448,8 @@ function assertInvariants(world: World): void {
  * service (listed or quarantined), and never while it holds a VIP anywhere.
  */
 function assertHonestExhaustion(world: World): void {
-  const listed = new Set(world.vipItems.all().flatMap((item) => Object.keys(item.vips)));
-  // Free: never claimed, or released with the quarantine over.
-  const held = world.claims
-    .addressClaims()
-    .filter(
-      (claim) =>
-        world.pool.contains(claim.vip) &&
-        (claim.releasedAt === undefined ||
-          !quarantineOver(claim.releasedAt, world.nowMs, world.quarantineSeconds)),
-    ).length;
-  const free = Number(world.pool.size) - held;
-  for (const item of world.vipItems.all()) {
-    for (const service of Object.keys(item.unallocated ?? {})) {
-      expect(listed.has(service), `${service} unallocated in ${item.mesh} but listed`).toBe(false);
-      expect(free, `${service} unallocated in ${item.mesh} with free addresses`).toBe(0);
-    }
-  }
+  const clock = { nowMs: world.nowMs, quarantineSeconds: world.quarantineSeconds };
+  expect(honestExhaustion(world.vipItems.all(), world.pool, claimsOf(world), clock)).toEqual([]);
 }
 
 /** A record for every mesh, through the real batch step (as an operator's touch would do). */
@@ -489,22 +465,11 @@ async function touchAll(world: World): Promise<void> {
 }
 
 /**
- * 11. No leaks: every claim membership is of a mesh whose item lists the service, and a
- * service no item lists is released.
+ * 11. No leaks: every claim membership is of a mesh whose item lists the service (for its
+ * incarnation), and a service no item lists is released.
  */
 function assertNoLeaks(world: World): void {
-  for (const claim of world.claims.serviceClaims()) {
-    for (const mesh of claim.meshes.keys()) {
-      const item = world.vipItems.peek(mesh);
-      expect(
-        item !== undefined && Object.hasOwn(item.vips, claim.service),
-        `${claim.service} is still a member of ${mesh}`,
-      ).toBe(true);
-    }
-    if (claim.meshes.size === 0) {
-      expect(claim.releasedAt, `${claim.service} is held by nobody`).toBeDefined();
-    }
-  }
+  expect(leakViolations(world.vipItems.all(), world.claims.serviceClaims())).toEqual([]);
 }
 
 /** 9. Idempotent: reconciling everything again, even at once, writes nothing. */
@@ -515,100 +480,6 @@ async function assertIdempotent(world: World): Promise<void> {
   for (const outcome of outcomes) expect(["unchanged", "absent"]).toContain(outcome.action);
   expect(world.vipItems.all()).toEqual(items);
   expect(world.claims.serviceClaims()).toEqual(claims);
-}
-
-/**
- * 8. Delayed reuse, from observations over (fake) time: a VIP passes to another service, or a
- * service comes back with another VIP, only a full quarantine after the old pairing was last
- * seen. (A listed service is never released, and the clock moves only while nothing runs, so
- * the quarantine starts no earlier than the last time the pairing was seen.)
- */
-class ReuseHistory {
-  private readonly byVip = new Map<string, { service: string; atMs: number }>();
-  private readonly byService = new Map<string, { vip: string; atMs: number }>();
-
-  constructor(private readonly quarantineMs: number) {}
-
-  observe(items: readonly VipItem[], nowMs: number): void {
-    for (const item of items) {
-      for (const [service, vip] of Object.entries(item.vips)) {
-        const owner = this.byVip.get(vip);
-        if (owner !== undefined && owner.service !== service) {
-          expect(
-            nowMs - owner.atMs,
-            `${vip} passed from ${owner.service} to ${service} within the quarantine`,
-          ).toBeGreaterThanOrEqual(this.quarantineMs);
-        }
-        const held = this.byService.get(service);
-        if (held !== undefined && held.vip !== vip) {
-          expect(
-            nowMs - held.atMs,
-            `${service} came back with ${vip}, not ${held.vip}, within the quarantine`,
-          ).toBeGreaterThanOrEqual(this.quarantineMs);
-        }
-      }
-    }
-    for (const item of items) {
-      for (const [service, vip] of Object.entries(item.vips)) {
-        this.byVip.set(vip, { service, atMs: nowMs });
-        this.byService.set(service, { vip, atMs: nowMs });
-      }
-    }
-  }
-}
-
-/**
- * 7. Stable, between drained moments: a service in a mesh's set at both moments, and all the
- * time in between, has the same VIP at both. Each (mesh, service) pair gets a new epoch when it
- * enters or leaves the set.
- */
-class Stability {
-  private readonly epochs = new Map<string, number>();
-  private present = new Set<string>();
-  private last = new Map<string, { vip: string; epoch: number }>();
-
-  constructor(private readonly world: World) {
-    this.present = this.pairs();
-  }
-
-  /** After every change to the tables. */
-  changed(): void {
-    const now = this.pairs();
-    for (const pair of new Set([...now, ...this.present])) {
-      if (now.has(pair) !== this.present.has(pair)) {
-        this.epochs.set(pair, (this.epochs.get(pair) ?? 0) + 1);
-      }
-    }
-    this.present = now;
-  }
-
-  /** At a drained moment: compare with the previous one. */
-  check(skipOutOfRange: VipPool | undefined): void {
-    const seen = new Map<string, { vip: string; epoch: number }>();
-    for (const item of this.world.vipItems.all()) {
-      for (const [service, vip] of Object.entries(item.vips)) {
-        const pair = `${item.mesh}\u0000${service}`;
-        if (!this.present.has(pair)) continue;
-        const epoch = this.epochs.get(pair) ?? 0;
-        const before = this.last.get(pair);
-        const renumbered =
-          skipOutOfRange !== undefined && !skipOutOfRange.contains(before?.vip ?? "");
-        if (before !== undefined && before.epoch === epoch && !renumbered) {
-          expect(vip, `${service} in ${item.mesh} moved from ${before.vip}`).toBe(before.vip);
-        }
-        seen.set(pair, { vip, epoch });
-      }
-    }
-    this.last = seen;
-  }
-
-  private pairs(): Set<string> {
-    const pairs = new Set<string>();
-    for (const mesh of MESHES) {
-      for (const service of this.world.serviceSet(mesh)) pairs.add(`${mesh}\u0000${service}`);
-    }
-    return pairs;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,7 +511,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
   }
   const pipeline = new Pipeline(world);
   const reuse = new ReuseHistory(scenario.quarantineSeconds * 1000);
-  const stability = new Stability(world);
+  const stability = new Stability(serviceSets(world));
   let cidrChangedSinceDrain = false;
   let cidrChanged = false;
 
@@ -652,7 +523,9 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     // (while a dropped record's item has had no later event, its change is not seen yet).
     if (dropped.size === 0) {
       assertInvariants(world);
-      stability.check(cidrChangedSinceDrain ? world.pool : undefined);
+      expect(
+        stability.check(world.vipItems.all(), cidrChangedSinceDrain ? world.pool : undefined),
+      ).toEqual([]);
     }
     cidrChangedSinceDrain = false;
   };
@@ -665,7 +538,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     const published = apply(world, change);
     if (published !== undefined) pipeline.publish(published.shard, published.record);
   }
-  stability.changed();
+  stability.changed(serviceSets(world));
 
   for (const [index, action] of scenario.actions.entries()) {
     const deploy = scenario.cidrSwitch;
@@ -688,7 +561,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
       case "change": {
         const published = apply(world, action.change);
         if (published !== undefined) pipeline.publish(published.shard, published.record);
-        stability.changed();
+        stability.changed(serviceSets(world));
         break;
       }
       case "poll": {
@@ -718,7 +591,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     }
     if (!cidrChanged) {
       assertSafe(world);
-      reuse.observe(world.vipItems.all(), world.nowMs);
+      expect(reuse.observe(world.vipItems.all(), world.nowMs)).toEqual([]);
     }
   }
   // The next event on each item whose record was dropped (a touch that changes nothing, or a
@@ -733,7 +606,7 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
 
   // The final full reconcile of every mesh, with the tables at rest.
   await world.reconcileAll(MESHES);
-  if (!cidrChanged) reuse.observe(world.vipItems.all(), world.nowMs);
+  if (!cidrChanged) expect(reuse.observe(world.vipItems.all(), world.nowMs)).toEqual([]);
   return { world, failures: pipeline.failures };
 }
 
@@ -1005,11 +878,11 @@ describe("reconcileMesh properties", () => {
 
           // Assert
           assertSafe(world);
-          reuse.observe(world.vipItems.all(), world.nowMs);
+          expect(reuse.observe(world.vipItems.all(), world.nowMs)).toEqual([]);
           world.advance(step.advanceSeconds);
         }
         await world.reconcileAll(meshes);
-        reuse.observe(world.vipItems.all(), world.nowMs);
+        expect(reuse.observe(world.vipItems.all(), world.nowMs)).toEqual([]);
         assertInvariants(world);
         reclaims += world.telemetry.total("VipReclaims");
       }),

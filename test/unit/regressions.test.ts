@@ -18,6 +18,7 @@ import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import type { SourceRead } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
+import { globallyUnique, invariantViolations } from "../fixtures/invariants.ts";
 import { World } from "./reconcile-world.ts";
 
 function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
@@ -25,49 +26,25 @@ function meshWith(world: World, mesh: string, services: string[], name = "dp-1")
   world.source.putDataplane(dataplane(mesh, name, services));
 }
 
-/** 5. Globally unique: two different services never share a VIP, in any meshes. */
-function expectGloballyUnique(world: World): void {
-  const owners = new Map<string, string>();
-  for (const item of world.vipItems.all()) {
-    for (const [service, vip] of Object.entries(item.vips)) {
-      expect(owners.get(vip) ?? service, `${vip} held by two services`).toBe(service);
-      owners.set(vip, service);
-    }
-  }
-}
-
 /**
- * docs/contract.md invariants 1-6 for `meshes`, plus the claims that back every listed VIP (the service's live
- * claim, with a membership of the mesh, and the address owned by the service).
+ * docs/contract.md invariants 1-6 for `meshes`, plus the claims that back every listed VIP (the
+ * service's live claim, with a membership of the mesh, and the address owned by the service),
+ * and 5 (globally unique) over every item (test/fixtures/invariants.ts).
  */
 function expectInvariants(world: World, meshes: readonly string[]): void {
-  const byService = new Map<string, string>();
-  for (const mesh of meshes) {
-    const item = world.vipItems.peek(mesh);
-    if (!world.source.hasMesh(mesh)) {
-      expect(item, `orphan VIP item for ${mesh}`).toBeUndefined();
-      continue;
-    }
-    expect(item, `no VIP item for ${mesh}`).toBeDefined();
-    const listed = Object.keys(item?.vips ?? {});
-    const unallocated = Object.keys(item?.unallocated ?? {});
-    expect([...listed, ...unallocated].sort(), `service set of ${mesh}`).toEqual(
-      world.serviceSet(mesh),
-    );
-    const values = Object.values(item?.vips ?? {});
-    expect(new Set(values).size, `duplicate VIP in ${mesh}`).toBe(values.length);
-    for (const [service, vip] of Object.entries(item?.vips ?? {})) {
-      expect(world.pool.contains(vip), `${vip} outside ${world.pool.cidr}`).toBe(true);
-      expect(byService.get(service) ?? vip, `${service} has two VIPs`).toBe(vip);
-      byService.set(service, vip);
-      const claim = world.claims.serviceClaim(service);
-      expect(claim?.vip, `claim of ${service}`).toBe(vip);
-      expect(claim?.releasedAt, `${service} listed in ${mesh} but released`).toBeUndefined();
-      expect(claim?.meshes.has(mesh), `${service} lacks a membership of ${mesh}`).toBe(true);
-      expect(world.claims.addressClaim(vip)?.owner, `owner of ${vip}`).toBe(service);
-    }
-  }
-  expectGloballyUnique(world);
+  const all = world.vipItems.all();
+  const violations = invariantViolations({
+    items: all.filter((item) => meshes.includes(item.mesh)),
+    meshes: new Set(meshes.filter((mesh) => world.source.hasMesh(mesh))),
+    pool: world.pool,
+    expected: new Map(
+      meshes
+        .filter((mesh) => world.source.hasMesh(mesh))
+        .map((mesh) => [mesh, world.serviceSet(mesh)]),
+    ),
+    claims: { services: world.claims.serviceClaims(), addresses: world.claims.addressClaims() },
+  });
+  expect([...violations, ...globallyUnique(all)]).toEqual([]);
 }
 
 describe("regression 1: VIP_CIDR rolled back before every mesh was renumbered", () => {
@@ -88,7 +65,7 @@ describe("regression 1: VIP_CIDR rolled back before every mesh was renumbered", 
 
     // Assert (invariant 4 holds after the rollback too: m2 follows s's claim)
     expect(world.vips("m2")?.s).toBe(world.vips("m1")?.s);
-    expectGloballyUnique(world);
+    expect(globallyUnique(world.vipItems.all())).toEqual([]);
     const m3 = world.vipItems.peek("m3");
     expect(Object.values(m3?.vips ?? {})).not.toContain("10.0.0.0");
     expect([...Object.keys(m3?.vips ?? {}), ...Object.keys(m3?.unallocated ?? {})].sort()).toEqual([
