@@ -6,10 +6,10 @@ import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
 import { DynamoMembershipIndex } from "../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
+import { type BatchSettings, processBatch } from "./batch/process-batch.ts";
 import type { AllocatorConfig } from "./config.ts";
+import type { MeshOutcome } from "./pass/outcome.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
-import { type BatchSettings, processBatch } from "./process-batch.ts";
-import type { MeshOutcome } from "./reconcile-mesh.ts";
 import type { Telemetry } from "./telemetry.ts";
 
 /** What Lambda (or the local poller) calls with a batch of stream records from either table. */

@@ -13,19 +13,16 @@ import type {
   SweepState,
   VipItemStore,
 } from "../store/ports.ts";
-import { AddressFinder } from "./address-finder.ts";
-import { BatchIngresses } from "./batch-ingresses.ts";
-import { joinMesh, leaveMesh } from "./claim-decisions.ts";
-import type { ServiceSetMode } from "./process-batch.ts";
-import {
-  flushFinder,
-  invocationDeps,
-  type MeshOutcome,
-  type ReconcileDeps,
-  reconcileMesh,
-} from "./reconcile-mesh.ts";
+import type { ServiceSetMode } from "./batch/process-batch.ts";
+import type { AddressFinder } from "./pass/address-finder.ts";
+import { BatchIngresses } from "./pass/batch-ingresses.ts";
+import { createInvocation, type Invocation } from "./pass/invocation.ts";
+import { joinMesh, leaveMesh } from "./pass/memberships.ts";
+import type { MeshOutcome } from "./pass/outcome.ts";
+import { reconcileMesh } from "./pass/reconcile-mesh.ts";
+import { indexView, listedServices, tablesView } from "./pass/service-set-view.ts";
+import { passWoken } from "./pass/waiting.ts";
 import { type IndexDrift, meshIndexDrift, repairIndexDrift } from "./repair-index.ts";
-import { indexView, listedServices, tablesView } from "./service-set-view.ts";
 import type { Telemetry } from "./telemetry.ts";
 import { METRIC } from "./telemetry-names.ts";
 
@@ -182,8 +179,8 @@ export async function sweep(
 
 class Sweep {
   private readonly repairs: Repair[] = [];
-  private readonly finder: AddressFinder;
-  private readonly deps: ReconcileDeps;
+  private readonly invocation: Invocation;
+  private readonly deps: Invocation["deps"];
   private readonly only: ReadonlySet<string> | undefined;
   private readonly dry: boolean;
   private readonly stored: boolean;
@@ -226,9 +223,8 @@ class Sweep {
     this.strong = settings.detection === "strong";
     this.graceMs = this.dry || options.backfill === true ? 0 : Math.max(0, options.graceMs ?? 0);
     this.detected = new BatchIngresses(ports.source, this.strong);
-    const deps = invocationDeps(ports, settings);
-    this.deps = deps;
-    this.finder = deps.addresses;
+    this.invocation = createInvocation(ports, settings);
+    this.deps = this.invocation.deps;
     this.state = this.freshState();
   }
 
@@ -263,7 +259,7 @@ class Sweep {
         }
       }
     } finally {
-      if (!this.dry) await flushFinder(this.finder, this.deps);
+      if (!this.dry) await this.invocation.finish();
     }
     const finished = this.state.phase === "done";
     if (finished) {
@@ -402,7 +398,7 @@ class Sweep {
     if (phase === "claims") {
       if (after === undefined && this.state.counterAtStart === undefined) {
         // Claims this sweep made are counted before the counter is compared with the scan.
-        if (!this.dry) await flushFinder(this.finder, this.deps);
+        if (!this.dry) await this.invocation.finish();
         const counter = await this.ports.claims.readCounter(this.settings.pool.cidr);
         this.advance({ counterAtStart: counter, addressesInRange: 0 });
       }
@@ -971,26 +967,19 @@ class Sweep {
     const free = this.dropped > 0 || (this.freed > 0 && this.settings.quarantineSeconds === 0);
     if (this.dry || !free) return;
     // A finder of its own: the invocation's may have tried (and lost) these very addresses.
-    const finder = new AddressFinder(
-      this.ports.claims,
-      this.settings.pool,
-      this.settings.now(),
-      this.settings.quarantineSeconds,
-    );
+    const wake = createInvocation(this.ports, this.settings);
     for (const mesh of await this.ports.claims.getWaiting()) this.woken.add(mesh);
-    await this.passWoken(finder);
-    await flushFinder(finder, this.deps);
+    await this.passWoken(wake.deps.addresses);
+    await wake.finish();
   }
 
   /**
    * Meshes waiting for an address that a pass of this sweep freed (no quarantine): passed again
    * now, a bounded number of rounds, as the event path does.
    */
-  private async passWoken(finder: AddressFinder = this.finder): Promise<void> {
+  private async passWoken(finder: AddressFinder = this.deps.addresses): Promise<void> {
     const useIndex = (this.settings.serviceSet ?? "index") === "index";
-    for (let round = 0; round < 3 && this.woken.size > 0; round++) {
-      const meshes = [...this.woken].sort();
-      this.woken.clear();
+    await passWoken(this.woken, async (meshes) => {
       for (const mesh of meshes) {
         if (this.only !== undefined && !this.only.has(mesh)) continue;
         const outcome = await reconcileMesh(mesh, {
@@ -1001,8 +990,7 @@ class Sweep {
         this.itemRepairs(mesh, outcome);
         for (const other of outcome.wake ?? []) this.woken.add(other);
       }
-    }
-    this.woken.clear();
+    });
   }
 
   private async checkCounter(): Promise<void> {

@@ -10,7 +10,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBRecord } from "aws-lambda";
-import { type BatchSettings, processBatch } from "../../functions/allocator/process-batch.ts";
+import { type BatchSettings, processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { type SweepPorts, sweep } from "../../functions/allocator/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { updateIndex } from "../../functions/allocator/index-update.ts";
-import { indexView } from "../../functions/allocator/service-set-view.ts";
+import { indexView } from "../../functions/allocator/pass/service-set-view.ts";
 import { type SweepOptions, sweep } from "../../functions/allocator/sweep.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import type { Operation } from "../fixtures/in-memory-ports.ts";

@@ -1,8 +1,8 @@
-import { applyPresence } from "../domain/contributions.ts";
-import type { InputIssue } from "../domain/errors.ts";
-import { deriveServiceSet } from "../domain/service-set.ts";
-import type { VipItem } from "../domain/types.ts";
-import type { MembershipIndex, MeshSource } from "../store/ports.ts";
+import { applyPresence } from "../../domain/contributions.ts";
+import type { InputIssue } from "../../domain/errors.ts";
+import { deriveServiceSet } from "../../domain/service-set.ts";
+import type { VipItem } from "../../domain/types.ts";
+import type { MembershipIndex, MeshSource } from "../../store/ports.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
 
 /** Where a mesh pass gets the mesh's service set, and how it checks it after its write. */
