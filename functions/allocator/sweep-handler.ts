@@ -4,7 +4,8 @@ import type { AllocatorConfig } from "./config.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
 import { rebuildIndex } from "./rebuild-index.ts";
 import { createDynamoClient, dynamoStores, passSettings } from "./stream-handler.ts";
-import { type SweepResult, sweep } from "./sweep.ts";
+import { sweep } from "./sweep/sweep.ts";
+import type { SweepResult } from "./sweep/types.ts";
 import type { AllocatorCommand } from "./sweep-event.ts";
 import type { Telemetry } from "./telemetry.ts";
 

@@ -10,7 +10,7 @@ import {
   createStreamHandler,
   dynamoStores,
 } from "../../functions/allocator/stream-handler.ts";
-import { sweep } from "../../functions/allocator/sweep.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";

@@ -9,7 +9,7 @@ import type { PassPorts, PassSettings } from "../pass/deps.ts";
 import { createInvocation } from "../pass/invocation.ts";
 import type { MeshOutcome } from "../pass/outcome.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import { indexView } from "../pass/service-set-view.ts";
+import { indexView, type ServiceSetMode } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
 import { METRIC } from "../telemetry-names.ts";
 
@@ -18,12 +18,6 @@ export interface BatchPorts extends PassPorts {
   /** The membership index; required when the service sets come from it. */
   readonly index?: MembershipIndex;
 }
-
-/**
- * Where mesh passes get service sets: `index`, incremental (an event costs what it changed);
- * `tables`, the full recompute from the dataplanes table (the oracle and repair path).
- */
-export type ServiceSetMode = "index" | "tables";
 
 export interface BatchSettings extends PassSettings {
   readonly tables: TableNames;

@@ -3,6 +3,7 @@ import { own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import type { ClaimStore, LeaveRequest, MembershipRequest } from "../../store/ports.ts";
 import { backoffMs, type ReconcileDeps } from "./deps.ts";
+import { fenceItem } from "./fence.ts";
 
 /**
  * A mesh's memberships of the global service claims: joined before an item lists a service,
@@ -196,16 +197,10 @@ async function fencedItem(
       if (membership.incarnation === current.incarnation) past = Math.max(past, membership.version);
     }
     if (past === current.version) return current;
-    const fence: VipItem = {
-      ...current,
-      version: past,
-      updatedAt: new Date(deps.now()).toISOString(),
-    };
-    try {
-      await deps.vipItems.put(fence, current);
-      return fence;
-    } catch (error) {
-      if (!(error instanceof VersionConflictError) || attempt >= deps.maxAttempts) throw error;
+    const fenced = await fenceItem(deps.vipItems, current, past, deps.now());
+    if (fenced !== undefined) return fenced;
+    if (attempt >= deps.maxAttempts) {
+      throw new VersionConflictError(`VIP item of mesh ${mesh}`, current.version);
     }
   }
 }

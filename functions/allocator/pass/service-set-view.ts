@@ -5,6 +5,12 @@ import type { VipItem } from "../../domain/types.ts";
 import type { MembershipIndex, MeshSource } from "../../store/ports.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
 
+/**
+ * Where mesh passes get service sets: `index`, incremental (an event costs what it changed);
+ * `tables`, the full recompute from the dataplanes table (the oracle and repair path).
+ */
+export type ServiceSetMode = "index" | "tables";
+
 /** Where a mesh pass gets the mesh's service set, and how it checks it after its write. */
 export interface ServiceSetView {
   /** The service set now, given the item the pass read (sorted). */

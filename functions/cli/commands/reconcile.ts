@@ -1,6 +1,7 @@
 import type { AllocatorConfig } from "../../allocator/config.ts";
 import { dynamoStores, passSettings } from "../../allocator/stream-handler.ts";
-import { type Repair, type SweepResult, sweep } from "../../allocator/sweep.ts";
+import { sweep } from "../../allocator/sweep/sweep.ts";
+import type { Repair, SweepResult } from "../../allocator/sweep/types.ts";
 import { summarize } from "../../allocator/sweep-handler.ts";
 import type { Telemetry } from "../../allocator/telemetry.ts";
 import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
