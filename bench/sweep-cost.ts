@@ -16,7 +16,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
+import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
 import { dynamoPorts } from "../functions/allocator/runtime.ts";
 import { sweep } from "../functions/allocator/sweep/sweep.ts";
 import type { SweepSettings } from "../functions/allocator/sweep/types.ts";

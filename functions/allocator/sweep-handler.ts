@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { AllocatorConfig } from "./config.ts";
+import { rebuildIndex } from "./membership-index/rebuild.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
-import { rebuildIndex } from "./rebuild-index.ts";
 import { createRuntime } from "./runtime.ts";
 import { sweep } from "./sweep/sweep.ts";
 import type { SweepResult } from "./sweep/types.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { updateIndex } from "../../functions/allocator/index-update.ts";
-import { indexView } from "../../functions/allocator/pass/service-set-view.ts";
+import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
+import { indexView } from "../../functions/allocator/membership-index/view.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { SweepOptions } from "../../functions/allocator/sweep/types.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";

@@ -4,12 +4,13 @@ import { isAllocatorError } from "../../domain/errors.ts";
 import type { MembershipIndex } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
-import { type DataplaneChange, updateIndex } from "../index-update.ts";
+import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
+import { indexView } from "../membership-index/view.ts";
 import type { PassPorts, PassSettings } from "../pass/deps.ts";
 import { createInvocation } from "../pass/invocation.ts";
 import type { MeshOutcome } from "../pass/outcome.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import { indexView, type ServiceSetMode } from "../pass/service-set-view.ts";
+import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
 import { METRIC } from "../telemetry-names.ts";
 

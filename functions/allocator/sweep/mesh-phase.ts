@@ -1,8 +1,9 @@
 import { dataplaneId } from "../../domain/contributions.ts";
+import { meshIndexDrift } from "../membership-index/repair.ts";
+import { indexView } from "../membership-index/view.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
-import { indexView, listedServices } from "../pass/service-set-view.ts";
+import { listedServices } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
-import { meshIndexDrift } from "../repair-index.ts";
 import { driftDetail } from "./repairs.ts";
 import type { Pending, SweepRun } from "./run.ts";
 import type { Repair } from "./types.ts";

@@ -1,7 +1,8 @@
 import type { Page, SweepState } from "../../store/ports.ts";
+import type { IndexDrift } from "../membership-index/repair.ts";
+import { indexView } from "../membership-index/view.ts";
 import { BatchIngresses } from "../pass/batch-ingresses.ts";
-import { indexView, type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
-import type { IndexDrift } from "../repair-index.ts";
+import { type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
 import { type Corrector, DryCorrector, LiveCorrector } from "./corrector.ts";
 import type { Repair, SweepOptions, SweepPorts, SweepSettings } from "./types.ts";
 
