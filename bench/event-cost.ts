@@ -18,7 +18,7 @@ import { cpus, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
+import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";

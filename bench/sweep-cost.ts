@@ -16,14 +16,14 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { rebuildIndex } from "../functions/allocator/rebuild-index.ts";
-import { dynamoStores } from "../functions/allocator/stream-handler.ts";
-import { type SweepSettings, sweep } from "../functions/allocator/sweep.ts";
+import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
+import { dynamoPorts } from "../functions/allocator/runtime.ts";
+import { sweep } from "../functions/allocator/sweep/sweep.ts";
+import type { SweepSettings } from "../functions/allocator/sweep/types.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
 import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
-import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { CostMeter } from "./cost-meter.ts";
@@ -84,8 +84,7 @@ try {
       random: Math.random,
     };
     const portsOn = (client: DynamoDBClient) => ({
-      source: new DynamoMeshSource(client, config.tables),
-      ...dynamoStores(config, client),
+      ...dynamoPorts(config, client),
       telemetry: new InMemoryTelemetry(),
     });
     // The state, not metered: the index and a first cycle that gives every mesh its item.

@@ -1,6 +1,7 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { loadConfig } from "./config.ts";
-import { createDynamoClient, createStreamHandler } from "./stream-handler.ts";
+import { createDynamoClient } from "./runtime.ts";
+import { createStreamHandler } from "./stream-handler.ts";
 import { isAllocatorCommand } from "./sweep-event.ts";
 import { createSweepHandler, type InvocationContext, type SweepSummary } from "./sweep-handler.ts";
 

@@ -1,10 +1,10 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import type { AllocatorConfig } from "./config.ts";
+import { rebuildIndex } from "./membership-index/rebuild.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
-import { rebuildIndex } from "./rebuild-index.ts";
-import { createDynamoClient, dynamoStores, passSettings } from "./stream-handler.ts";
-import { type SweepResult, sweep } from "./sweep.ts";
+import { createRuntime } from "./runtime.ts";
+import { sweep } from "./sweep/sweep.ts";
+import type { SweepResult } from "./sweep/types.ts";
 import type { AllocatorCommand } from "./sweep-event.ts";
 import type { Telemetry } from "./telemetry.ts";
 
@@ -47,12 +47,11 @@ export function createSweepHandler(
   options: SweepHandlerOptions = {},
 ): SweepHandler {
   const telemetry = options.telemetry ?? new PowertoolsTelemetry();
-  const client = options.client ?? createDynamoClient(config);
-  const { vipItems, claims, index } = dynamoStores(config, client);
-  const now = options.now ?? Date.now;
+  const runtime = createRuntime(config, options);
+  const { source, index } = runtime.ports;
+  const now = runtime.settings.now;
   return async (event, context) => {
     try {
-      const source = new DynamoMeshSource(client, config.tables);
       const deadline =
         context === undefined ? undefined : now() + context.getRemainingTimeInMillis();
       let indexRecordsWritten: number | undefined;
@@ -63,18 +62,14 @@ export function createSweepHandler(
         indexRecordsWritten = rebuilt.recordsWritten;
         telemetry.info("backfill: membership index rebuilt", { ...rebuilt });
       }
-      const result = await sweep(
-        { source, vipItems, claims, index, telemetry },
-        passSettings(config, now),
-        {
-          stored: true,
-          restart: event.vipAllocator === "sweep" && event.restart === true,
-          backfill: event.vipAllocator === "backfill",
-          // A second look before a correction counts (decision 071).
-          graceMs: config.sweepGraceSeconds * 1000,
-          ...(deadline !== undefined ? { deadline } : {}),
-        },
-      );
+      const result = await sweep({ ...runtime.ports, telemetry }, runtime.settings, {
+        stored: true,
+        restart: event.vipAllocator === "sweep" && event.restart === true,
+        backfill: event.vipAllocator === "backfill",
+        // A second look before a correction counts (decision 071).
+        graceMs: config.sweepGraceSeconds * 1000,
+        ...(deadline !== undefined ? { deadline } : {}),
+      });
       const summary = summarize(result, indexRecordsWritten);
       telemetry.info("sweep invocation finished", { ...summary });
       return summary;

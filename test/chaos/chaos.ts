@@ -10,8 +10,9 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { DynamoDBRecord } from "aws-lambda";
-import { type BatchSettings, processBatch } from "../../functions/allocator/process-batch.ts";
-import { type SweepPorts, sweep } from "../../functions/allocator/sweep.ts";
+import { type BatchSettings, processBatch } from "../../functions/allocator/batch/process-batch.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
+import type { SweepPorts } from "../../functions/allocator/sweep/types.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import type { AddressClaim, ServiceClaim } from "../../functions/store/ports.ts";

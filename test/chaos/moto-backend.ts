@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../../functions/allocator/config.ts";
-import { dynamoStores } from "../../functions/allocator/stream-handler.ts";
+import { dynamoPorts } from "../../functions/allocator/runtime.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
 import type { DataplaneRecord } from "../../functions/domain/types.ts";
@@ -18,7 +18,6 @@ import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeAddress, decodeService } from "../../functions/store/claim-items.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
-import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { DataplaneItem } from "../fixtures/builders.ts";
@@ -82,8 +81,7 @@ export function motoBackend(emulator: EmulatorProcess) {
     const random = seededRandom(runs);
     const telemetry = new InMemoryTelemetry();
     const ports = {
-      source: new DynamoMeshSource(faulty, config.tables),
-      ...dynamoStores(config, faulty),
+      ...dynamoPorts(config, faulty),
       telemetry,
     };
     const scan = async (table: string) => {

@@ -8,8 +8,8 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rebuildIndex } from "../../functions/allocator/rebuild-index.ts";
-import { recomputeMesh } from "../../functions/allocator/recompute-mesh.ts";
+import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
+import { recomputeMesh } from "../../functions/allocator/membership-index/recompute.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";

@@ -6,7 +6,7 @@
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { joinMesh, leaveMesh } from "../../functions/allocator/claim-decisions.ts";
+import { joinMesh, leaveMesh } from "../../functions/allocator/pass/memberships.ts";
 import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { Membership, VipItem } from "../../functions/domain/types.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";

@@ -5,12 +5,9 @@ import { DeleteItemCommand, DynamoDBClient, paginateScan } from "@aws-sdk/client
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { inFlightGraceSeconds } from "../../functions/allocator/event-source-settings.ts";
-import {
-  createDynamoClient,
-  createStreamHandler,
-  dynamoStores,
-} from "../../functions/allocator/stream-handler.ts";
-import { sweep } from "../../functions/allocator/sweep.ts";
+import { createDynamoClient, dynamoPorts } from "../../functions/allocator/runtime.ts";
+import { createStreamHandler } from "../../functions/allocator/stream-handler.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
@@ -20,7 +17,6 @@ import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeService } from "../../functions/store/claim-items.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
-import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { dataplane } from "../fixtures/builders.ts";
@@ -131,8 +127,7 @@ async function sweepCountingWrites(env: Record<string, string>) {
   );
   const result = await sweep(
     {
-      source: new DynamoMeshSource(raw, config.tables),
-      ...dynamoStores(config, raw),
+      ...dynamoPorts(config, raw),
       telemetry: new InMemoryTelemetry(),
     },
     {

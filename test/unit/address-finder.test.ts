@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AddressFinder } from "../../functions/allocator/address-finder.ts";
+import { AddressFinder } from "../../functions/allocator/pass/address-finder.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { InMemoryClaimStore } from "../fixtures/in-memory-ports.ts";
 

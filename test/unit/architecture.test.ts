@@ -1,19 +1,55 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, normalize } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const root = join(import.meta.dirname, "..", "..");
 
+/** The .ts files under `dir` (relative to the repository), its subfolders included. */
+function sourcesOf(dir: string): string[] {
+  const files: string[] = [];
+  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) files.push(...sourcesOf(path));
+    else if (entry.name.endsWith(".ts")) files.push(path);
+  }
+  return files;
+}
+
+/** Every import and re-export of the files under `dir`, type-only ones included. */
 function importsOf(dir: string): Array<{ file: string; specifier: string }> {
   const found: Array<{ file: string; specifier: string }> = [];
-  for (const name of readdirSync(join(root, dir))) {
-    if (!name.endsWith(".ts")) continue;
-    const text = readFileSync(join(root, dir, name), "utf8");
+  for (const file of sourcesOf(dir)) {
+    const text = readFileSync(join(root, file), "utf8");
     for (const match of text.matchAll(/(?:import|export)[^'"]*?from\s+["']([^"']+)["']/g)) {
-      found.push({ file: `${dir}/${name}`, specifier: match[1] as string });
+      found.push({ file, specifier: match[1] as string });
     }
   }
   return found;
+}
+
+/** The import cycles among the files under `dir`, each as the files along it. */
+function cyclesIn(dir: string): string[][] {
+  const edges = new Map<string, string[]>();
+  for (const { file, specifier } of importsOf(dir)) {
+    if (!specifier.startsWith(".")) continue;
+    const target = normalize(join(dirname(file), specifier)).replaceAll("\\", "/");
+    edges.set(file, [...(edges.get(file) ?? []), target]);
+  }
+  const cycles: string[][] = [];
+  const state = new Map<string, "open" | "done">();
+  const path: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, "open");
+    path.push(file);
+    for (const next of edges.get(file) ?? []) {
+      if (state.get(next) === "open") cycles.push([...path.slice(path.indexOf(next)), next]);
+      else if (state.get(next) === undefined) visit(next);
+    }
+    path.pop();
+    state.set(file, "done");
+  };
+  for (const file of [...edges.keys()].sort()) if (state.get(file) === undefined) visit(file);
+  return cycles;
 }
 
 describe("architecture", () => {
@@ -44,5 +80,10 @@ describe("architecture", () => {
     );
 
     expect(forbidden).toEqual([]);
+  });
+
+  it("has no import cycle in functions/ (type-only imports count)", () => {
+    expect(sourcesOf("functions").length).toBeGreaterThan(50);
+    expect(cyclesIn("functions")).toEqual([]);
   });
 });

@@ -7,8 +7,8 @@
  */
 import type { DynamoDBRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
-import { sweep } from "../../functions/allocator/sweep.ts";
+import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { MeshSource } from "../../functions/store/ports.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
+import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
 import { AllocatorError, VipItemTooLargeError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";

@@ -2,7 +2,8 @@
  * A whole allocator on the in-memory ports: tables, VIP items, claims, a fake clock and a
  * recording telemetry, with `reconcile(mesh)` running the real application step.
  */
-import { type ReconcileDeps, reconcileMesh } from "../../functions/allocator/reconcile-mesh.ts";
+import type { ReconcileDeps } from "../../functions/allocator/pass/deps.ts";
+import { reconcileMesh } from "../../functions/allocator/pass/reconcile-mesh.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
 import {

@@ -15,9 +15,9 @@
 import type { DynamoDBRecord } from "aws-lambda";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { BatchIngresses } from "../../functions/allocator/batch-ingresses.ts";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
-import { rebuildIndex } from "../../functions/allocator/rebuild-index.ts";
+import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
+import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
+import { BatchIngresses } from "../../functions/allocator/pass/batch-ingresses.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { decodeRecord } from "../../functions/store/stream-records.ts";

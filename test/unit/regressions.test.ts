@@ -7,8 +7,8 @@
 import { DynamoDBClient, ScanCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { describe, expect, it, vi } from "vitest";
-import { BatchIngresses } from "../../functions/allocator/batch-ingresses.ts";
 import { loadConfig } from "../../functions/allocator/config.ts";
+import { BatchIngresses } from "../../functions/allocator/pass/batch-ingresses.ts";
 import { InvalidCidrError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { isValidServiceName } from "../../functions/domain/service-set.ts";

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { updateIndex } from "../../functions/allocator/index-update.ts";
-import { indexView } from "../../functions/allocator/service-set-view.ts";
-import { type SweepOptions, sweep } from "../../functions/allocator/sweep.ts";
+import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
+import { indexView } from "../../functions/allocator/membership-index/view.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
+import type { SweepOptions } from "../../functions/allocator/sweep/types.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import type { Operation } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";

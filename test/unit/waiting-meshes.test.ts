@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
+import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import { type DataplaneItem, dataplane, dataplaneRecord } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";

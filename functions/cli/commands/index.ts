@@ -1,5 +1,5 @@
-import { rebuildIndex } from "../../allocator/rebuild-index.ts";
-import { type MeshComparison, recomputeMesh } from "../../allocator/recompute-mesh.ts";
+import { rebuildIndex } from "../../allocator/membership-index/rebuild.ts";
+import { type MeshComparison, recomputeMesh } from "../../allocator/membership-index/recompute.ts";
 import { DynamoMembershipIndex } from "../../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../../store/dynamo-vip-item-store.ts";

@@ -1,9 +1,9 @@
 import type { AllocatorConfig } from "../../allocator/config.ts";
-import { dynamoStores, passSettings } from "../../allocator/stream-handler.ts";
-import { type Repair, type SweepResult, sweep } from "../../allocator/sweep.ts";
+import { createRuntime } from "../../allocator/runtime.ts";
+import { sweep } from "../../allocator/sweep/sweep.ts";
+import type { Repair, SweepResult } from "../../allocator/sweep/types.ts";
 import { summarize } from "../../allocator/sweep-handler.ts";
 import type { Telemetry } from "../../allocator/telemetry.ts";
-import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";
 
@@ -38,14 +38,14 @@ export async function runSweep(
   request: ReconcileRequest,
   onMesh?: (mesh: string, repairs: readonly Repair[]) => void,
 ): Promise<SweepResult> {
+  const runtime = createRuntime(config, { client: ctx.ddb });
   return await ctx.onTable(ctx.tables.claims, () =>
     sweep(
       {
-        source: new DynamoMeshSource(ctx.ddb, config.tables),
-        ...dynamoStores(config, ctx.ddb),
+        ...runtime.ports,
         telemetry: cliTelemetry(ctx),
       },
-      passSettings(config),
+      runtime.settings,
       {
         dryRun: request.dryRun,
         ...(request.meshes !== undefined ? { meshes: request.meshes } : {}),

@@ -1,6 +1,6 @@
-import type { VipPool } from "../domain/pool.ts";
-import { quarantineOver } from "../domain/quarantine.ts";
-import type { AddressCandidate, ClaimStore } from "../store/ports.ts";
+import type { VipPool } from "../../domain/pool.ts";
+import { quarantineOver } from "../../domain/quarantine.ts";
+import type { AddressCandidate, ClaimStore } from "../../store/ports.ts";
 
 /**
  * Addresses probed per read (one BatchGetItem of address claims; DynamoDB bills every key,

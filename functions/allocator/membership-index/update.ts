@@ -7,9 +7,9 @@ import {
   paddedSequence,
   sameContributions,
   servicesByMesh,
-} from "../domain/contributions.ts";
-import type { InputIssue } from "../domain/errors.ts";
-import type { IndexWrite, MembershipIndex } from "../store/ports.ts";
+} from "../../domain/contributions.ts";
+import type { InputIssue } from "../../domain/errors.ts";
+import type { IndexWrite, MembershipIndex } from "../../store/ports.ts";
 
 /** A dataplane stream record, as the index needs it. */
 export interface DataplaneChange {

@@ -5,11 +5,11 @@ import {
   dataplaneId,
   diffContributions,
   sameContributions,
-} from "../domain/contributions.ts";
-import type { InputIssue } from "../domain/errors.ts";
-import type { MembershipIndex, MeshSource } from "../store/ports.ts";
-import type { BatchIngresses } from "./batch-ingresses.ts";
-import { reconcileDataplanes } from "./rebuild-index.ts";
+} from "../../domain/contributions.ts";
+import type { InputIssue } from "../../domain/errors.ts";
+import type { MembershipIndex, MeshSource } from "../../store/ports.ts";
+import type { BatchIngresses } from "../pass/batch-ingresses.ts";
+import { reconcileDataplanes } from "./rebuild.ts";
 
 /** Where one dataplane's part of the index disagrees with the dataplanes table. */
 export interface IndexDrift {

@@ -1,4 +1,4 @@
-import type { MeshSource, SourceRead } from "../store/ports.ts";
+import type { MeshSource, SourceRead } from "../../store/ports.ts";
 
 /**
  * The ingresses as one batch sees them: read once (the adapter scans the whole dataplanes

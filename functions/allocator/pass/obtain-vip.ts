@@ -1,10 +1,10 @@
-import { VersionConflictError } from "../domain/errors.ts";
-import type { Membership } from "../domain/types.ts";
-import type { ServiceClaim } from "../store/ports.ts";
+import { VersionConflictError } from "../../domain/errors.ts";
+import type { Membership } from "../../domain/types.ts";
+import type { ServiceClaim } from "../../store/ports.ts";
+import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
-import { joinMesh } from "./claim-decisions.ts";
-import type { ReconcileDeps } from "./reconcile-mesh.ts";
-import { METRIC } from "./telemetry-names.ts";
+import type { ReconcileDeps } from "./deps.ts";
+import { joinMesh } from "./memberships.ts";
 
 export interface ObtainContext {
   readonly mesh: string;

@@ -6,16 +6,16 @@ import {
   diffContributions,
   parseDataplaneId,
   sameContributions,
-} from "../domain/contributions.ts";
-import type { InputIssue } from "../domain/errors.ts";
+} from "../../domain/contributions.ts";
+import type { InputIssue } from "../../domain/errors.ts";
 import type {
   IndexedDataplane,
   IndexWrite,
   MembershipIndex,
   MeshSource,
   SourceRead,
-} from "../store/ports.ts";
-import { agreeWithWinners } from "./index-update.ts";
+} from "../../store/ports.ts";
+import { agreeWithWinners } from "./update.ts";
 
 export interface RebuildOptions {
   /** Only the dataplanes stored under this mesh, the ingresses, and this mesh's entries. */

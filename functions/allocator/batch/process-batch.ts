@@ -1,47 +1,31 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
-import { dataplaneId } from "../domain/contributions.ts";
-import { isAllocatorError } from "../domain/errors.ts";
-import type { VipPool } from "../domain/pool.ts";
-import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../store/ports.ts";
-import { compareSequenceNumbers, decodeRecord } from "../store/stream-records.ts";
-import type { TableNames } from "../store/table-definitions.ts";
-import type { BatchIngresses } from "./batch-ingresses.ts";
-import { type DataplaneChange, updateIndex } from "./index-update.ts";
-import { flushFinder, invocationDeps, type MeshOutcome, reconcileMesh } from "./reconcile-mesh.ts";
-import { indexView } from "./service-set-view.ts";
-import type { Telemetry } from "./telemetry.ts";
-import { METRIC } from "./telemetry-names.ts";
+import { dataplaneId } from "../../domain/contributions.ts";
+import { isAllocatorError } from "../../domain/errors.ts";
+import type { MembershipIndex } from "../../store/ports.ts";
+import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
+import type { TableNames } from "../../store/table-definitions.ts";
+import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
+import { indexView } from "../membership-index/view.ts";
+import type { PassPorts, PassSettings } from "../pass/deps.ts";
+import { createInvocation } from "../pass/invocation.ts";
+import type { MeshOutcome } from "../pass/outcome.ts";
+import { reconcileMesh } from "../pass/reconcile-mesh.ts";
+import type { ServiceSetMode } from "../pass/service-set-view.ts";
+import { passWoken } from "../pass/waiting.ts";
+import { METRIC } from "../telemetry-names.ts";
 
-/** The stores one batch works on. */
-export interface BatchPorts {
-  /** The input tables (the batch reads the ingresses once, through {@link BatchIngresses}). */
-  readonly source: MeshSource;
-  readonly vipItems: VipItemStore;
-  readonly claims: ClaimStore;
+/** The stores one batch works on (the batch reads the ingresses once, for all its passes). */
+export interface BatchPorts extends PassPorts {
   /** The membership index; required when the service sets come from it. */
   readonly index?: MembershipIndex;
-  readonly telemetry: Telemetry;
 }
 
-/**
- * Where mesh passes get service sets: `index`, incremental (an event costs what it changed);
- * `tables`, the full recompute from the dataplanes table (the oracle and repair path).
- */
-export type ServiceSetMode = "index" | "tables";
-
-export interface BatchSettings {
+export interface BatchSettings extends PassSettings {
   readonly tables: TableNames;
-  readonly pool: VipPool;
-  readonly quarantineSeconds: number;
-  readonly maxAttempts: number;
   /** @default "index" when the ports include an index, else "tables" */
   readonly serviceSet?: ServiceSetMode;
   /** Meshes reconciled at once within one invocation. */
   readonly concurrency: number;
-  readonly now: () => number;
-  readonly newId: () => string;
-  readonly sleep: (ms: number) => Promise<void>;
-  readonly random: () => number;
   /** Called with each mesh's outcome (the local CLI prints them). */
   readonly onOutcome?: (outcome: MeshOutcome) => void;
   /** Called with each mesh that failed and is reported back to the event source. */
@@ -140,8 +124,8 @@ export async function processBatch(
 
   // One address finder for the whole invocation: its meshes never race each other for an
   // address, and the cursor is written once.
-  const deps = invocationDeps(ports, settings);
-  const { addresses } = deps;
+  const invocation = createInvocation(ports, settings);
+  const { deps } = invocation;
   const failedSequences: string[] = [];
   let meshes = [...byMesh.keys()].sort();
   let next = 0;
@@ -183,13 +167,12 @@ export async function processBatch(
   // Meshes waiting for an address, woken because this batch freed some (no quarantine): a
   // bounded number of extra rounds. Their failures are logged, not retried (they have no
   // record in this batch); the next freed address wakes them again.
-  for (let round = 0; round < 3 && woken.size > 0; round++) {
-    meshes = [...woken].sort();
-    woken.clear();
+  await passWoken(woken, async (wokenMeshes) => {
+    meshes = [...wokenMeshes];
     await run();
-  }
+  });
   try {
-    await flushFinder(addresses, deps);
+    await invocation.finish();
   } catch (error) {
     // The cursor is only where the next probe starts; the claims are already safe.
     telemetry.warn("could not advance the pool cursor", {

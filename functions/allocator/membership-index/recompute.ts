@@ -1,5 +1,5 @@
-import type { MembershipIndex, MeshSource, VipItemStore } from "../store/ports.ts";
-import { listedServices, tablesView } from "./service-set-view.ts";
+import type { MembershipIndex, MeshSource, VipItemStore } from "../../store/ports.ts";
+import { listedServices, tablesView } from "../pass/service-set-view.ts";
 
 /** A mesh's service set three ways: from the tables (the truth), the index, and its item. */
 export interface MeshComparison {

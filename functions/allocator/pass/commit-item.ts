@@ -1,0 +1,165 @@
+import { VipItemTooLargeError } from "../../domain/errors.ts";
+import { buildContent, sameContent } from "../../domain/plan.ts";
+import { own, recordOf } from "../../domain/records.ts";
+import type { VipItem } from "../../domain/types.ts";
+import { METRIC } from "../telemetry-names.ts";
+import type { ReconcileDeps } from "./deps.ts";
+import { inputsStill } from "./inputs.ts";
+import { type Asserted, leaveAll, retract } from "./memberships.ts";
+import { type Attempt, outcome, settled } from "./outcome.ts";
+import type { Claimed } from "./plan-and-claim.ts";
+import { waiting, waitingAndWake } from "./waiting.ts";
+
+/**
+ * Steps 3 and 4 of a pass: the item is written (conditional on the revision read before the
+ * plan) unless its content is unchanged, then the services it no longer lists leave the mesh,
+ * and what this pass asserted beyond the written item is retracted. An unchanged item still
+ * finishes a leave an earlier write left undone; an item too large keeps the last good one.
+ */
+export async function commitItem(
+  mesh: string,
+  current: VipItem | undefined,
+  services: readonly string[],
+  claimed: Claimed,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  attempt: number,
+): Promise<Attempt> {
+  const { plan, unallocated, finder } = claimed;
+  const content = buildContent(claimed.assigned, unallocated, deps.pool.cidr);
+  if (sameContent(current, content)) {
+    return await unchanged(mesh, current, claimed, deps, asserted, attempt);
+  }
+
+  // Services that left, and renumbered services that found no address in the new range: the
+  // item no longer lists them, so the mesh leaves their claims (recorded on the item first, so
+  // a pass after a crash between the write and the leave finishes it).
+  const leaving = [
+    ...new Set([
+      ...plan.removed.keys(),
+      ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
+      ...claimed.stillMembers,
+    ]),
+  ];
+  const { version, incarnation } = claimed.membership;
+  const item: VipItem = {
+    mesh,
+    version,
+    vips: content.vips,
+    cidr: content.cidr,
+    updatedAt: new Date(deps.now()).toISOString(),
+    ...(unallocated.size > 0 ? { unallocated: content.unallocated } : {}),
+    incarnation,
+    renumberings: claimed.renumberings,
+    ...(leaving.length > 0 ? { leaving } : {}),
+  };
+  const { telemetry } = deps;
+  let bytes: number;
+  try {
+    bytes = await deps.vipItems.put(item, current);
+  } catch (error) {
+    if (!(error instanceof VipItemTooLargeError)) throw error;
+    // Retrying cannot help: the mesh keeps its last good item, the services this pass would
+    // have added are reported, and the batch goes on. Their claims stay (a version this pass
+    // could not write may yet be written by another pass that lists them: a claim kept longer
+    // is safe, a listed VIP without its claim is not).
+    await retract(mesh, deps, asserted, current);
+    const notWritten = Object.keys(content.vips).filter((s) => own(current?.vips, s) === undefined);
+    telemetry.metric(METRIC.itemTooLarge, "Count", 1);
+    telemetry.error("VIP item too large: the mesh keeps its last good item", {
+      mesh,
+      code: error.code,
+      bytes: error.bytes,
+      limit: error.limit,
+      keptVersion: current?.version,
+      servicesNotWritten: notWritten.slice(0, 50),
+      servicesNotWrittenCount: notWritten.length,
+    });
+    return settled(
+      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    );
+  }
+  telemetry.metric(METRIC.meshWrites, "Count", 1);
+  telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
+
+  // Leave: the services the written item no longer lists, then what this pass asserted beyond.
+  const released = await leaveAll(leaving, mesh, item, deps);
+  if (released > 0) finder.freed();
+  await retract(mesh, deps, asserted, item);
+  const { added, renumbered } = claimed;
+  const removed = recordOf(plan.removed);
+  const allocations = Object.keys(added).length;
+  if (allocations > 0) telemetry.metric(METRIC.allocations, "Count", allocations);
+  if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
+  telemetry.info("mesh VIP item written", {
+    mesh,
+    version,
+    services: Object.keys(content.vips).length,
+    added,
+    removed,
+    unallocated: unallocated.size,
+    bytes,
+  });
+  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
+  const written = {
+    ...outcome(
+      mesh,
+      current === undefined ? "created" : "updated",
+      version,
+      added,
+      removed,
+      [...unallocated.keys()],
+      attempt,
+    ),
+    wake,
+    ...(Object.keys(renumbered).length > 0 ? { renumbered } : {}),
+  };
+  // With no quarantine, addresses released just now can serve the unallocated right away.
+  const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
+  // The write listed unallocated services and the mesh is on the waiting list (above): a pass
+  // that released an address and read the list before this mesh was on it woke no one, so the
+  // range is read once more. Either that release is seen here (the pass goes round and takes
+  // the address), or it came after this mesh joined the list, and its wake-up reads the item
+  // just written. No lost wake-up. Only without a quarantine does a release free an address.
+  const missedWake =
+    !freedForWaiting &&
+    unallocated.size > 0 &&
+    deps.quarantineSeconds === 0 &&
+    (await finder.anyFree());
+  const fresh = await inputsStill(mesh, deps, true, services);
+  return { outcome: written, settled: fresh && !freedForWaiting && !missedWake };
+}
+
+/** The content is what the item lists: no write; an earlier write's leave is finished. */
+async function unchanged(
+  mesh: string,
+  current: VipItem | undefined,
+  claimed: Claimed,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  attempt: number,
+): Promise<Attempt> {
+  const { unallocated, stillMembers, finder } = claimed;
+  await retract(mesh, deps, asserted, current);
+  let releasedNow = 0;
+  if (current !== undefined && stillMembers.length > 0) {
+    // The write that dropped them was not followed by the leave (a crash, a lost response):
+    // finish it now.
+    releasedNow = await leaveAll(stillMembers, mesh, current, deps);
+    if (releasedNow > 0) {
+      deps.telemetry.metric(METRIC.releases, "Count", releasedNow);
+      finder.freed();
+    }
+  }
+  const wake = await waitingAndWake(
+    mesh,
+    deps,
+    waiting(current),
+    unallocated.size > 0,
+    releasedNow,
+  );
+  return settled({
+    ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    wake,
+  });
+}

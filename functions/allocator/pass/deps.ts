@@ -1,0 +1,46 @@
+import type { VipPool } from "../../domain/pool.ts";
+import type { ClaimStore, MeshSource, VipItemStore } from "../../store/ports.ts";
+import type { Telemetry } from "../telemetry.ts";
+import type { AddressFinder } from "./address-finder.ts";
+import type { BatchIngresses } from "./batch-ingresses.ts";
+import type { ServiceSetView } from "./service-set-view.ts";
+
+/** The stores a mesh pass works on. */
+export interface PassPorts {
+  readonly source: MeshSource;
+  readonly vipItems: VipItemStore;
+  readonly claims: ClaimStore;
+  readonly telemetry: Telemetry;
+}
+
+/** What every mesh pass needs from the configuration and the runtime (clock, ids, sleeps). */
+export interface PassSettings {
+  readonly pool: VipPool;
+  readonly quarantineSeconds: number;
+  readonly maxAttempts: number;
+  readonly now: () => number;
+  readonly newId: () => string;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly random: () => number;
+}
+
+/** Everything one mesh pass uses (see {@link createInvocation} for the shared parts). */
+export interface ReconcileDeps extends PassPorts, PassSettings {
+  /** The batch's shared read of the ingresses; absent: each pass reads them itself. */
+  readonly ingresses?: BatchIngresses;
+  /**
+   * Where the pass gets the mesh's service set (the membership index, incremental); absent:
+   * the full recompute from the tables.
+   */
+  readonly view?: ServiceSetView;
+  /**
+   * A finder shared by the meshes of one invocation (the invocation flushes it). When absent,
+   * each attempt of a pass uses its own and flushes it.
+   */
+  readonly addresses?: AddressFinder;
+}
+
+/** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */
+export function backoffMs(attempt: number, random: () => number, baseMs = 25, capMs = 1000) {
+  return Math.floor(random() * Math.min(capMs, baseMs * 2 ** attempt));
+}

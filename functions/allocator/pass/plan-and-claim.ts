@@ -1,0 +1,137 @@
+import { alignWithClaims, exhaustedReason, type MeshPlan, planMesh } from "../../domain/plan.ts";
+import { reclaimCutoffMs } from "../../domain/quarantine.ts";
+import { emptyRecord } from "../../domain/records.ts";
+import type { Membership, VipItem } from "../../domain/types.ts";
+import { METRIC } from "../telemetry-names.ts";
+import type { AddressFinder } from "./address-finder.ts";
+import type { ReconcileDeps } from "./deps.ts";
+import { attemptFinder } from "./invocation.ts";
+import type { Asserted } from "./memberships.ts";
+import { obtainVip } from "./obtain-vip.ts";
+
+/** What the plan-and-claim step leaves for the commit: the content to write and why. */
+export interface Claimed {
+  readonly plan: MeshPlan;
+  /** The claims' renumbering count, read before the claims. */
+  readonly renumberings: number;
+  /** Services an earlier write dropped whose membership of this mesh is still recorded. */
+  readonly stillMembers: readonly string[];
+  /** The membership the item to write asserts (its incarnation and version). */
+  readonly membership: Membership;
+  /** Service -> VIP, for every service the item will list with an address. */
+  readonly assigned: ReadonlyMap<string, string>;
+  /** Service -> why it has no address. */
+  readonly unallocated: ReadonlyMap<string, string>;
+  /** Services that got an address in this step (service -> VIP). */
+  readonly added: Record<string, string>;
+  /** Of `added`, those that had one outside the range (service -> old VIP). */
+  readonly renumbered: Record<string, string>;
+  /** The attempt's address finder (told of releases, asked whether any address is free). */
+  readonly finder: AddressFinder;
+}
+
+/**
+ * Step 2 of a pass: plans the mesh's content from the service set and the item, reads the
+ * claims of the services it needs, and joins or claims an address for each (asserting the
+ * mesh's membership before any item lists it; `asserted` keeps what this step asserted).
+ */
+export async function planAndClaim(
+  mesh: string,
+  current: VipItem | undefined,
+  services: readonly string[],
+  deps: ReconcileDeps,
+  asserted: Asserted,
+): Promise<Claimed> {
+  const { pool, telemetry } = deps;
+  // Read before the claims: a claim that moves after this read bumps the count again.
+  const renumberings = await deps.claims.getRenumberings();
+  const verify = current !== undefined && current.renumberings !== renumberings;
+  const wanted = new Set(services);
+  const priorLeaving = (current?.leaving ?? []).filter((service) => !wanted.has(service));
+  let plan = planMesh(current, services, pool);
+  const claimed = await deps.claims.getServices([
+    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving]),
+  ]);
+  if (verify) {
+    plan = alignWithClaims(
+      plan,
+      new Map([...claimed].map(([service, claim]) => [service, claim.vip])),
+    );
+  }
+  const stillMembers = priorLeaving.filter(
+    (service) =>
+      current !== undefined &&
+      claimed.get(service)?.meshes.get(mesh)?.incarnation === current.incarnation,
+  );
+  const incarnation = current?.incarnation ?? deps.newId();
+  const version = (current?.version ?? 0) + 1;
+  const membership: Membership = { incarnation, version };
+  const assigned = new Map(plan.keep);
+  const unallocated = new Map<string, string>();
+  const added = emptyRecord<string>();
+  const renumbered = emptyRecord<string>();
+  const nowMs = deps.now();
+  const { finder, finish } = attemptFinder(deps, nowMs);
+  const cutoffMs = reclaimCutoffMs(nowMs, deps.quarantineSeconds);
+
+  // New addresses this pass will look for: services with no claim in the range.
+  finder.expect(
+    plan.needed.filter((service) => {
+      const claim = claimed.get(service);
+      return claim === undefined || pool.canonical(claim.vip) === undefined;
+    }).length,
+  );
+  for (const service of plan.needed) {
+    const vip = await obtainVip(service, {
+      mesh,
+      deps,
+      finder,
+      membership,
+      nowMs,
+      cutoffMs,
+      prefetched: claimed,
+    });
+    if (vip === undefined) {
+      unallocated.set(service, exhaustedReason(pool));
+      continue;
+    }
+    unallocated.delete(service);
+    asserted.set(service, membership);
+    assigned.set(service, vip);
+    added[service] = vip;
+    const old = plan.outOfRange.get(service);
+    if (old !== undefined) {
+      renumbered[service] = old;
+      telemetry.warn("service renumbered: its VIP lies outside VIP_CIDR", {
+        mesh,
+        service,
+        from: old,
+        to: vip,
+        cidr: pool.cidr,
+      });
+      telemetry.metric(METRIC.renumbered, "Count", 1);
+    }
+  }
+  await finish();
+  if (unallocated.size > 0) {
+    telemetry.metric(METRIC.exhausted, "Count", unallocated.size);
+    telemetry.error("range exhausted: services left without a VIP", {
+      mesh,
+      cidr: pool.cidr,
+      size: pool.size.toString(),
+      unallocated: [...unallocated.keys()].slice(0, 50),
+      unallocatedCount: unallocated.size,
+    });
+  }
+  return {
+    plan,
+    renumberings,
+    stillMembers,
+    membership,
+    assigned,
+    unallocated,
+    added,
+    renumbered,
+    finder,
+  };
+}

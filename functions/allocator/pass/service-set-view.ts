@@ -1,0 +1,59 @@
+import type { InputIssue } from "../../domain/errors.ts";
+import { deriveServiceSet } from "../../domain/service-set.ts";
+import type { VipItem } from "../../domain/types.ts";
+import type { MeshSource } from "../../store/ports.ts";
+import type { BatchIngresses } from "./batch-ingresses.ts";
+
+/**
+ * Where mesh passes get service sets: `index`, incremental (an event costs what it changed);
+ * `tables`, the full recompute from the dataplanes table (the oracle and repair path).
+ */
+export type ServiceSetMode = "index" | "tables";
+
+/** Where a mesh pass gets the mesh's service set, and how it checks it after its write. */
+export interface ServiceSetView {
+  /** The service set now, given the item the pass read (sorted). */
+  read(
+    mesh: string,
+    current: VipItem | undefined,
+    attempt: number,
+  ): Promise<{ services: string[]; issues: readonly InputIssue[] }>;
+  /** Whether the set is still `services` (the post-write check), reading as little as it can. */
+  still(mesh: string, services: readonly string[]): Promise<boolean>;
+}
+
+/** Whether two sorted service lists are the same. */
+export function same(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((service, i) => service === b[i]);
+}
+
+/**
+ * The full recompute: every dataplane of the mesh (a Query) and every ingress (a Scan of the
+ * whole dataplanes table). Its cost grows with the mesh and the table; it is the oracle of the
+ * incremental view and the repair path.
+ */
+export function tablesView(source: MeshSource, ingresses?: BatchIngresses): ServiceSetView {
+  const read = async (mesh: string, attempt: number) => {
+    const [dataplanes, found] = await Promise.all([
+      source.dataplanesOf(mesh),
+      // The batch's shared read on a first attempt; a later attempt follows a change seen
+      // after a write, so it reads the tables again.
+      ingresses !== undefined && attempt === 1 ? ingresses.get() : source.ingresses(),
+    ]);
+    const derived = deriveServiceSet(mesh, dataplanes.records, found.records);
+    return {
+      services: derived.services,
+      issues: [...dataplanes.issues, ...found.issues, ...derived.issues],
+    };
+  };
+  return {
+    read: (mesh, _current, attempt) => read(mesh, attempt),
+    // Fresh reads, not the batch's view of the ingresses (their issues were reported already).
+    still: async (mesh, services) => same((await read(mesh, 2)).services, services),
+  };
+}
+
+/** The services a VIP item lists, allocated or not. */
+export function listedServices(item: VipItem): string[] {
+  return [...Object.keys(item.vips), ...Object.keys(item.unallocated ?? {})];
+}

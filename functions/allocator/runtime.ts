@@ -1,0 +1,82 @@
+import { randomUUID } from "node:crypto";
+import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
+import { DocumentClient } from "../store/document-client.ts";
+import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
+import { DynamoMembershipIndex } from "../store/dynamo-membership-index.ts";
+import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
+import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
+import type { AllocatorConfig } from "./config.ts";
+import type { PassSettings } from "./pass/deps.ts";
+import type { ServiceSetMode } from "./pass/service-set-view.ts";
+
+/**
+ * The composition root: everything the allocator runs on, built from the configuration in one
+ * place. The Lambda entry (stream batches and sweeps), the CLI, the benches and the moto-backed
+ * tests all take their client, stores, mesh source and pass settings from here.
+ */
+export interface Runtime {
+  readonly client: DynamoDBClient;
+  /** The input tables and the allocator's own tables, over the one client (all stateless). */
+  readonly ports: DynamoPorts;
+  /** What every mesh pass needs from the configuration and the runtime. */
+  readonly settings: PassSettings & { readonly serviceSet: ServiceSetMode };
+}
+
+export interface DynamoPorts {
+  readonly source: DynamoMeshSource;
+  readonly vipItems: DynamoVipItemStore;
+  readonly claims: DynamoClaimStore;
+  readonly index: DynamoMembershipIndex;
+}
+
+export interface RuntimeOptions {
+  /** The SDK client to use (default: one for the configured endpoint). */
+  readonly client?: DynamoDBClient;
+  readonly now?: () => number;
+}
+
+export function createRuntime(config: AllocatorConfig, options: RuntimeOptions = {}): Runtime {
+  const client = options.client ?? createDynamoClient(config);
+  return {
+    client,
+    ports: dynamoPorts(config, client),
+    settings: passSettings(config, options.now),
+  };
+}
+
+/** Builds the SDK client for the configured endpoint (unset = real AWS). */
+export function createDynamoClient(config: AllocatorConfig, extra: DynamoDBClientConfig = {}) {
+  return new DynamoDBClient({
+    ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
+    maxAttempts: 5,
+    ...extra,
+  });
+}
+
+/**
+ * What every mesh pass needs from the configuration and the runtime (real clock, random ids,
+ * real sleeps): shared by the stream handler, the sweep and the CLI's reconcile.
+ */
+function passSettings(config: AllocatorConfig, now: () => number = Date.now) {
+  return {
+    pool: config.pool,
+    quarantineSeconds: config.quarantineSeconds,
+    maxAttempts: config.maxWriteAttempts,
+    serviceSet: config.serviceSet,
+    now,
+    newId: randomUUID,
+    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+    random: Math.random,
+  };
+}
+
+/** The DynamoDB adapters of the input tables and the allocator's own tables, over one client. */
+export function dynamoPorts(config: AllocatorConfig, client: DynamoDBClient): DynamoPorts {
+  const doc = new DocumentClient(client);
+  return {
+    source: new DynamoMeshSource(client, config.tables),
+    vipItems: new DynamoVipItemStore(doc, config.tables.vips),
+    claims: new DynamoClaimStore(doc, config.tables.claims, randomUUID),
+    index: new DynamoMembershipIndex(doc, config.tables.index),
+  };
+}

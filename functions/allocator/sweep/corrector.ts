@@ -1,0 +1,265 @@
+import { dataplaneId } from "../../domain/contributions.ts";
+import type { VipPool } from "../../domain/pool.ts";
+import type { VipItem } from "../../domain/types.ts";
+import type {
+  AddressClaim,
+  LeaveRequest,
+  MembershipRequest,
+  ReleaseRequest,
+} from "../../store/ports.ts";
+import { type IndexDrift, repairIndexDrift } from "../membership-index/repair.ts";
+import type { AddressFinder } from "../pass/address-finder.ts";
+import { fenceItem } from "../pass/fence.ts";
+import { createInvocation, type Invocation } from "../pass/invocation.ts";
+import { joinMesh, type LeaveOutcome, leaveMesh } from "../pass/memberships.ts";
+import { reconcileMesh } from "../pass/reconcile-mesh.ts";
+import { listedServices, type ServiceSetView } from "../pass/service-set-view.ts";
+import { METRIC } from "../telemetry-names.ts";
+import { repairsOf } from "./repairs.ts";
+import type { Repair, SweepPorts, SweepSettings } from "./types.ts";
+
+/** What a pass of the sweep changed (or, dry, would change), and the meshes it woke. */
+export interface PassRepairs {
+  readonly repairs: readonly Repair[];
+  readonly wake: readonly string[];
+}
+
+/**
+ * Every change the sweep makes goes through a corrector: {@link LiveCorrector} makes it (with
+ * the conditions of the event path), {@link DryCorrector} (a dry run) only says it would
+ * (each write "succeeds"; nothing is read beyond what the detection reads).
+ */
+export interface Corrector {
+  /** Claims released by this invocation's corrections (their addresses go into quarantine). */
+  readonly freed: number;
+  /** Orphaned addresses dropped by this invocation (free at once). */
+  readonly dropped: number;
+  /** Records a membership a listed service's claim lacks. */
+  join(request: MembershipRequest): Promise<boolean>;
+  /** Starts the quarantine of a claim no mesh uses. */
+  release(request: ReleaseRequest): Promise<boolean>;
+  /** Removes a membership no live item asserts (releasing the claim if it was the last). */
+  leave(request: LeaveRequest & { readonly nowMs: number }): Promise<LeaveOutcome>;
+  dropOrphanAddress(address: AddressClaim): Promise<boolean>;
+  /**
+   * Moves the item past version `past` (content unchanged) so a membership asserted for a
+   * version never written can be left; undefined when the item moved on meanwhile. `items`
+   * is the claims audit's copy of the items, kept up to date.
+   */
+  fence(
+    item: VipItem,
+    past: number,
+    items: Map<string, VipItem | undefined>,
+  ): Promise<VipItem | undefined>;
+  setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
+  /**
+   * Repairs a mesh's index drift; returns what was confirmed. `reported`: dataplanes whose
+   * drift this run reported already (a dry run reports an ingress's drift in one mesh only).
+   */
+  repairIndex(
+    mesh: string,
+    drift: readonly IndexDrift[],
+    reported: ReadonlySet<string>,
+  ): Promise<IndexDrift[]>;
+  /** A pass over the mesh's whole service set, read through `view`. */
+  passMesh(mesh: string, view: ServiceSetView): Promise<PassRepairs>;
+  /**
+   * The pass of a woken mesh (waiting for an address a pass freed): `view` absent reads the
+   * tables with the invocation's read of the ingresses; `finder` absent: the invocation's.
+   */
+  passWoken(
+    mesh: string,
+    view: ServiceSetView | undefined,
+    finder: AddressFinder | undefined,
+  ): Promise<PassRepairs>;
+  /**
+   * Runs `passes` with an address finder of their own (the invocation's may have tried, and
+   * lost, the very addresses they wait for), then persists its cursor. Dry: runs nothing.
+   */
+  withOwnFinder(passes: (finder: AddressFinder) => Promise<void>): Promise<void>;
+  /** The pass of a mesh that no longer exists (its item is removed). */
+  passDeletedMesh(mesh: string): Promise<readonly Repair[]>;
+  /** Tells the telemetry of a correction made (`expected`: not counted for the alarm). */
+  announce(repair: Repair, fields: Record<string, unknown>, expected: boolean): void;
+  /** Persists the invocation's address cursor (claims made so far are counted). */
+  finish(): Promise<void>;
+}
+
+export class LiveCorrector implements Corrector {
+  freed = 0;
+  dropped = 0;
+
+  private readonly invocation: Invocation;
+
+  constructor(
+    private readonly ports: SweepPorts,
+    private readonly settings: SweepSettings,
+  ) {
+    this.invocation = createInvocation(ports, settings);
+  }
+
+  async join(request: MembershipRequest): Promise<boolean> {
+    return await joinMesh(this.ports.claims, request);
+  }
+
+  async release(request: ReleaseRequest): Promise<boolean> {
+    const released = await this.ports.claims.release(request);
+    if (released) this.freed++;
+    return released;
+  }
+
+  async leave(request: LeaveRequest & { readonly nowMs: number }): Promise<LeaveOutcome> {
+    const outcome = await leaveMesh(this.ports.claims, request);
+    if (outcome === "released") this.freed++;
+    return outcome;
+  }
+
+  async dropOrphanAddress(address: AddressClaim): Promise<boolean> {
+    const dropped = await this.ports.claims.dropOrphanAddress(address);
+    if (dropped) this.dropped++;
+    return dropped;
+  }
+
+  async fence(
+    item: VipItem,
+    past: number,
+    items: Map<string, VipItem | undefined>,
+  ): Promise<VipItem | undefined> {
+    const fenced = await fenceItem(this.ports.vipItems, item, past, this.invocation.deps.now());
+    // Moved on: the next cycle decides on the new item.
+    if (fenced === undefined) items.delete(item.mesh);
+    else items.set(item.mesh, fenced);
+    return fenced;
+  }
+
+  async setCounter(cidr: string, expected: number, claimed: number): Promise<boolean> {
+    return await this.ports.claims.setCounter(cidr, expected, claimed);
+  }
+
+  async repairIndex(mesh: string, drift: readonly IndexDrift[]): Promise<IndexDrift[]> {
+    return await repairIndexDrift(mesh, drift, this.ports.source, this.ports.index);
+  }
+
+  async passMesh(mesh: string, view: ServiceSetView): Promise<PassRepairs> {
+    const outcome = await reconcileMesh(mesh, { ...this.invocation.deps, view });
+    return { repairs: repairsOf(mesh, outcome), wake: outcome.wake ?? [] };
+  }
+
+  async passWoken(
+    mesh: string,
+    view: ServiceSetView | undefined,
+    finder: AddressFinder | undefined,
+  ): Promise<PassRepairs> {
+    const outcome = await reconcileMesh(mesh, {
+      ...this.invocation.deps,
+      ...(finder !== undefined ? { addresses: finder } : {}),
+      ...(view !== undefined ? { view } : {}),
+    });
+    return { repairs: repairsOf(mesh, outcome), wake: outcome.wake ?? [] };
+  }
+
+  async withOwnFinder(passes: (finder: AddressFinder) => Promise<void>): Promise<void> {
+    const own = createInvocation(this.ports, this.settings);
+    await passes(own.deps.addresses);
+    await own.finish();
+  }
+
+  async passDeletedMesh(mesh: string): Promise<readonly Repair[]> {
+    return repairsOf(mesh, await reconcileMesh(mesh, this.invocation.deps));
+  }
+
+  announce(repair: Repair, fields: Record<string, unknown>, expected: boolean): void {
+    const telemetry = this.ports.telemetry;
+    telemetry.repair(repair.kind, fields, expected);
+    if (repair.inFlight === true) telemetry.metric(METRIC.sweepInFlight, "Count", 1);
+  }
+
+  async finish(): Promise<void> {
+    await this.invocation.finish();
+  }
+}
+
+export class DryCorrector implements Corrector {
+  readonly freed = 0;
+  readonly dropped = 0;
+
+  constructor(
+    private readonly ports: SweepPorts,
+    private readonly pool: VipPool,
+  ) {}
+
+  async join(): Promise<boolean> {
+    return true;
+  }
+
+  async release(): Promise<boolean> {
+    return true;
+  }
+
+  async leave(): Promise<LeaveOutcome> {
+    return "left";
+  }
+
+  async dropOrphanAddress(): Promise<boolean> {
+    return true;
+  }
+
+  async fence(item: VipItem, past: number): Promise<VipItem | undefined> {
+    return { ...item, version: past };
+  }
+
+  async setCounter(): Promise<boolean> {
+    return true;
+  }
+
+  async repairIndex(
+    _mesh: string,
+    drift: readonly IndexDrift[],
+    reported: ReadonlySet<string>,
+  ): Promise<IndexDrift[]> {
+    // Nothing is repaired, so a dataplane contributing to several meshes (an ingress) would
+    // show up in each: it is reported once.
+    return drift.filter((found) => !reported.has(dataplaneId(found.dataplane)));
+  }
+
+  /** What a pass would change, from the service set and the item. */
+  async passMesh(mesh: string, view: ServiceSetView): Promise<PassRepairs> {
+    const item = await this.ports.vipItems.get(mesh);
+    const wanted = (await view.read(mesh, item, 1)).services;
+    if (item === undefined) {
+      return {
+        repairs: [{ kind: "item-missing", mesh, detail: { services: wanted.length } }],
+        wake: [],
+      };
+    }
+    const repairs: Repair[] = [];
+    const listed = new Set(listedServices(item));
+    const want = new Set(wanted);
+    for (const service of wanted) {
+      if (!listed.has(service)) repairs.push({ kind: "item-services-added", mesh, service });
+    }
+    for (const service of listed) {
+      if (!want.has(service)) repairs.push({ kind: "item-services-removed", mesh, service });
+    }
+    for (const [service, vip] of Object.entries(item.vips)) {
+      if (want.has(service) && this.pool.canonical(vip) === undefined) {
+        repairs.push({ kind: "item-renumbered", mesh, service, detail: { from: vip } });
+      }
+    }
+    return { repairs, wake: [] };
+  }
+
+  async passWoken(): Promise<PassRepairs> {
+    return { repairs: [], wake: [] };
+  }
+
+  async withOwnFinder(): Promise<void> {}
+
+  async passDeletedMesh(mesh: string): Promise<readonly Repair[]> {
+    return [{ kind: "item-of-deleted-mesh", mesh }];
+  }
+
+  announce(): void {}
+
+  async finish(): Promise<void> {}
+}

@@ -1,0 +1,162 @@
+import type { Page, SweepState } from "../../store/ports.ts";
+import type { IndexDrift } from "../membership-index/repair.ts";
+import { indexView } from "../membership-index/view.ts";
+import { BatchIngresses } from "../pass/batch-ingresses.ts";
+import { type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
+import { type Corrector, DryCorrector, LiveCorrector } from "./corrector.ts";
+import type { Repair, SweepOptions, SweepPorts, SweepSettings } from "./types.ts";
+
+/** Time kept back from the deadline to save the position. */
+const SAFETY_MS = 5_000;
+/** Time kept back, besides the grace, for the second looks of the pending meshes. */
+const SECOND_LOOK_MS = 5_000;
+
+/** A mesh (or, in the claims phase, a service) whose first look found drift. */
+export interface Pending {
+  readonly phase: "meshes" | "items" | "claims";
+  /** The mesh, or the service of a claim. */
+  readonly name: string;
+  /** Epoch ms of the first look. */
+  readonly at: number;
+  readonly found: string;
+  /** Meshes phase: the index drift the first look found, with each record's version then. */
+  readonly drift?: readonly IndexDrift[];
+  /** Meshes phase: the item disagreed with the index; its version then (null: no item). */
+  readonly item?: { readonly version: number | null; readonly incarnation: string | null };
+}
+
+/**
+ * One invocation of the sweep: its settings, its position in the cycle (`state`), what it has
+ * corrected, and the {@link Corrector} its changes go through (live, or a dry run's).
+ */
+export class SweepRun {
+  readonly corrector: Corrector;
+  /** Only these meshes (`options.meshes`). */
+  readonly only: ReadonlySet<string> | undefined;
+  /** The position is kept in the claims table. */
+  readonly stored: boolean;
+  readonly pageSize: number;
+  /** Strongly consistent detection reads. */
+  readonly strong: boolean;
+  /** The ingresses as the detection reads see them (read once per invocation). */
+  readonly detected: BatchIngresses;
+  /** The grace before a second look; 0: no first look, corrections at once. */
+  readonly graceMs: number;
+  /** Mesh passes read service sets from the membership index (not the tables). */
+  readonly useIndex: boolean;
+  readonly repairs: Repair[] = [];
+  state: SweepState;
+  examined = 0;
+  /** Meshes a pass of this sweep woke (it freed addresses they wait for). */
+  readonly woken = new Set<string>();
+  /** Dataplanes whose drift this run reported. */
+  readonly reported = new Set<string>();
+  /** Meshes whose first look found drift, in the order found (decision 071). */
+  readonly pending: Pending[] = [];
+  /** While true, corrections are recorded as the event path's work in flight. */
+  inFlight = false;
+
+  constructor(
+    readonly ports: SweepPorts,
+    readonly settings: SweepSettings,
+    readonly options: SweepOptions,
+  ) {
+    this.only = options.meshes === undefined ? undefined : new Set(options.meshes);
+    const dry = options.dryRun === true;
+    this.stored = options.stored === true && !dry && this.only === undefined;
+    this.pageSize = options.pageSize ?? 100;
+    this.strong = settings.detection === "strong";
+    this.graceMs = dry || options.backfill === true ? 0 : Math.max(0, options.graceMs ?? 0);
+    this.useIndex = (settings.serviceSet ?? "index") === "index";
+    this.detected = new BatchIngresses(ports.source, this.strong);
+    this.corrector = dry
+      ? new DryCorrector(ports, settings.pool)
+      : new LiveCorrector(ports, settings);
+    this.state = {
+      cycle: settings.newId(),
+      startedAt: settings.now(),
+      phase: "meshes",
+      after: undefined,
+      meshes: 0,
+      repairs: 0,
+      addressesInRange: 0,
+      counterAtStart: undefined,
+      ...(options.backfill === true ? { backfill: true } : {}),
+      version: 0,
+    };
+  }
+
+  advance(change: Partial<SweepState>): void {
+    this.state = { ...this.state, ...change };
+  }
+
+  /** Records a correction made (or, dry, found), and tells the telemetry through the corrector. */
+  record(found: Repair): void {
+    const repair: Repair = this.inFlight ? { ...found, inFlight: true } : found;
+    this.repairs.push(repair);
+    this.advance({ repairs: this.state.repairs + 1 });
+    this.options.onRepair?.(repair);
+    const backfill = this.state.backfill === true;
+    this.corrector.announce(
+      repair,
+      {
+        ...(repair.mesh !== undefined ? { mesh: repair.mesh } : {}),
+        ...(repair.service !== undefined ? { service: repair.service } : {}),
+        ...(repair.detail ?? {}),
+        cycle: this.state.cycle,
+        ...(backfill ? { backfill: true } : {}),
+        ...(this.inFlight ? { inFlight: true } : {}),
+      },
+      backfill || this.inFlight,
+    );
+  }
+
+  /** Runs `correct` with its corrections recorded as in flight (or not); returns them. */
+  async recording(inFlight: boolean, correct: () => Promise<void>): Promise<Repair[]> {
+    const before = this.repairs.length;
+    this.inFlight = inFlight;
+    try {
+      await correct();
+    } finally {
+      this.inFlight = false;
+    }
+    return this.repairs.slice(before);
+  }
+
+  outOfTime(reserveMs = 0): boolean {
+    const deadline = this.options.deadline;
+    return deadline !== undefined && this.settings.now() > deadline - SAFETY_MS - reserveMs;
+  }
+
+  /** Whether a first look comes before corrections (a stored, scheduled cycle; not a backfill). */
+  deferring(): boolean {
+    return this.graceMs > 0 && this.state.backfill !== true;
+  }
+
+  /** What a new first look must leave time for: the grace and the second looks after it. */
+  reserve(): number {
+    return this.deferring() ? this.graceMs + SECOND_LOOK_MS : 0;
+  }
+
+  /** Whether `mesh` is swept by this run (all, or one of `options.meshes`). */
+  covers(mesh: string): boolean {
+    return this.only === undefined || this.only.has(mesh);
+  }
+
+  /** A page of mesh names: from the table, or (with `meshes`) the given ones, all at once. */
+  async meshesPage(
+    after: string | undefined,
+    read: (after: string | undefined) => Promise<Page<string>>,
+  ): Promise<Page<string>> {
+    if (this.only === undefined) return await read(after);
+    if (after !== undefined) return { items: [], next: undefined };
+    return { items: [...this.only].sort(), next: undefined };
+  }
+
+  /** A pass's view of a mesh's whole service set: the index's, or the tables' (fresh reads). */
+  wholeView(useIndex: boolean): ServiceSetView {
+    return useIndex
+      ? indexView(this.ports.index, "all")
+      : tablesView(this.ports.source, new BatchIngresses(this.ports.source));
+  }
+}

@@ -1,0 +1,200 @@
+import type { SweepState } from "../../store/ports.ts";
+import { METRIC } from "../telemetry-names.ts";
+import { ClaimsAudit } from "./claims-audit.ts";
+import { sweepItem } from "./item-phase.ts";
+import { passWokenMeshes, sweepMesh } from "./mesh-phase.ts";
+import { SweepRun } from "./run.ts";
+import { MAX_PENDING, secondLooks } from "./second-looks.ts";
+import type { SweepOptions, SweepPorts, SweepResult, SweepSettings } from "./types.ts";
+
+/**
+ * The repair sweep: whatever the event path missed (records lost to the failure destination,
+ * a function killed mid-pass, items written before the stream existed), a cycle brings every
+ * table back to the contract. Three phases, each paged and resumable:
+ * 1. `meshes` (the meshes table, mesh-phase.ts): each mesh's part of the membership index is
+ *    compared with the dataplanes table and repaired, then the mesh gets an ordinary pass;
+ * 2. `items` (the vips table, item-phase.ts): items of meshes that no longer exist are removed
+ *    (a pass);
+ * 3. `claims` (the claims table, claims-audit.ts): the claims of the services each item lists
+ *    are checked for its membership, memberships that no live item asserts are removed, claims
+ *    no mesh uses are released, and the range's claim counter is checked against the addresses.
+ * Every correction goes through a {@link Corrector} (a dry run's changes nothing) and is logged
+ * and counted (`SweepRepairs`, by `kind`); a clean cycle reports none. It never takes a VIP
+ * from a live service: a membership is removed only with the conditions of a leave, and one
+ * newer than its item only after the item's version has been moved past it.
+ */
+export async function sweep(
+  ports: SweepPorts,
+  settings: SweepSettings,
+  options: SweepOptions = {},
+): Promise<SweepResult> {
+  return await new Cycle(new SweepRun(ports, settings, options)).run();
+}
+
+/** The cycle and the sweep's position in it: one page of a phase at a time, saved after each. */
+class Cycle {
+  private readonly audit: ClaimsAudit;
+  private storedVersion: number | undefined;
+
+  constructor(private readonly sweep: SweepRun) {
+    this.audit = new ClaimsAudit(sweep);
+  }
+
+  async run(): Promise<SweepResult> {
+    const { sweep } = this;
+    if (sweep.stored) {
+      const saved = await sweep.ports.claims.getSweepState();
+      this.storedVersion = saved?.version;
+      const restart = sweep.options.restart === true || sweep.options.backfill === true;
+      if (saved !== undefined && saved.phase !== "done" && !restart) {
+        sweep.state = saved;
+      }
+      const previousDelta = saved?.phase === "done" ? saved.counterDelta : saved?.previousDelta;
+      this.audit.previousDelta = previousDelta;
+      if (previousDelta !== undefined) sweep.advance({ previousDelta });
+      // Taking the position is itself conditional: of two sweeps, one goes on.
+      if (!(await this.save())) return this.result(false, "superseded");
+    }
+    let stopped: SweepResult["stopped"];
+    try {
+      while (sweep.state.phase !== "done") {
+        if (sweep.outOfTime()) {
+          stopped = "deadline";
+          break;
+        }
+        const more = await this.step();
+        if (!(await this.save())) {
+          stopped = "superseded";
+          break;
+        }
+        if (!more) {
+          stopped = "deadline";
+          break;
+        }
+      }
+    } finally {
+      await sweep.corrector.finish();
+    }
+    const finished = sweep.state.phase === "done";
+    const { telemetry } = sweep.ports;
+    if (finished) {
+      telemetry.metric(METRIC.sweepCycles, "Count", 1);
+      telemetry.info("sweep cycle finished", {
+        cycle: sweep.state.cycle,
+        meshes: sweep.state.meshes,
+        repairs: sweep.state.repairs,
+        seconds: Math.round((sweep.settings.now() - sweep.state.startedAt) / 1000),
+      });
+    }
+    if (sweep.examined > 0) telemetry.metric(METRIC.sweepMeshes, "Count", sweep.examined);
+    return this.result(finished, stopped);
+  }
+
+  private result(finished: boolean, stopped: SweepResult["stopped"]): SweepResult {
+    return {
+      cycle: this.sweep.state.cycle,
+      finished,
+      ...(stopped !== undefined && !finished ? { stopped } : {}),
+      meshes: this.sweep.examined,
+      repairs: this.sweep.repairs,
+    };
+  }
+
+  private async save(): Promise<boolean> {
+    const { sweep } = this;
+    if (!sweep.stored) return true;
+    const next: SweepState = { ...sweep.state, version: (this.storedVersion ?? 0) + 1 };
+    if (!(await sweep.ports.claims.putSweepState(next, this.storedVersion))) return false;
+    this.storedVersion = next.version;
+    sweep.state = next;
+    return true;
+  }
+
+  /** One page of the current phase; false when it stopped for time in the middle of it. */
+  private async step(): Promise<boolean> {
+    const { phase } = this.sweep.state;
+    if (phase === "meshes") return await this.meshesPage();
+    if (phase === "items") return await this.itemsPage();
+    if (phase === "claims") return await this.claimsPage();
+    return true;
+  }
+
+  /**
+   * Before each item of a page: false when out of time (the pending second looks are made
+   * first); the pending looks are made early when too many wait.
+   */
+  private async room(): Promise<boolean> {
+    const { sweep } = this;
+    if (sweep.outOfTime(sweep.reserve())) {
+      await secondLooks(sweep, this.audit);
+      return false;
+    }
+    if (sweep.pending.length >= MAX_PENDING) await secondLooks(sweep, this.audit);
+    return true;
+  }
+
+  private async meshesPage(): Promise<boolean> {
+    const { sweep } = this;
+    const page = await sweep.meshesPage(sweep.state.after, (p) =>
+      sweep.ports.source.meshPage(p, sweep.pageSize, sweep.strong),
+    );
+    for (const mesh of page.items) {
+      if (!(await this.room())) return false;
+      const found = await sweepMesh(sweep, mesh);
+      if (found !== undefined) sweep.options.onMesh?.(mesh, found);
+      sweep.examined++;
+      sweep.advance({ after: mesh, meshes: sweep.state.meshes + 1 });
+    }
+    // Before the position moves past the page: every mesh of it has had its last look.
+    await secondLooks(sweep, this.audit);
+    await passWokenMeshes(sweep);
+    if (page.next === undefined) sweep.advance({ phase: "items", after: undefined });
+    return true;
+  }
+
+  private async itemsPage(): Promise<boolean> {
+    const { sweep } = this;
+    const page = await sweep.meshesPage(sweep.state.after, (p) =>
+      sweep.ports.vipItems.meshPage(p, sweep.pageSize, sweep.strong),
+    );
+    for (const mesh of page.items) {
+      if (!(await this.room())) return false;
+      await sweepItem(sweep, mesh);
+      sweep.advance({ after: mesh });
+    }
+    await secondLooks(sweep, this.audit);
+    if (page.next === undefined) sweep.advance({ phase: "claims", after: undefined });
+    return true;
+  }
+
+  private async claimsPage(): Promise<boolean> {
+    const { sweep, audit } = this;
+    if (sweep.state.after === undefined && sweep.state.counterAtStart === undefined) {
+      // Claims this sweep made are counted before the counter is compared with the scan.
+      await sweep.corrector.finish();
+      const counter = await sweep.ports.claims.readCounter(sweep.settings.pool.cidr);
+      sweep.advance({ counterAtStart: counter, addressesInRange: 0 });
+    }
+    await audit.loadItems();
+    const page = await sweep.ports.claims.scan(sweep.state.after, sweep.pageSize, sweep.strong);
+    for (const item of page.items) {
+      if (!(await this.room())) return false;
+      if ("service" in item) await audit.sweepClaim(item.service);
+      else if (!(await audit.sweepAddress(item.address))) {
+        // Dropped: not counted.
+      } else if (sweep.settings.pool.canonical(item.address.vip) !== undefined) {
+        sweep.advance({ addressesInRange: sweep.state.addressesInRange + 1 });
+      }
+      sweep.advance({ after: item.key });
+    }
+    await secondLooks(sweep, audit);
+    if (page.next !== undefined) sweep.advance({ after: page.next });
+    else {
+      // The counter first: the passes woken next add their own claims to it.
+      await audit.checkCounter();
+      await audit.wakeWaiting();
+      sweep.advance({ phase: "done", after: undefined, finishedAt: sweep.settings.now() });
+    }
+    return true;
+  }
+}
