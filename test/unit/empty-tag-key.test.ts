@@ -6,7 +6,7 @@
  * record carrying one, on hand-made records through the real batch step.
  */
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/process-batch.ts";
+import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import { dataplane, dataplaneRecord } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";
