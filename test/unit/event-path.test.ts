@@ -20,7 +20,6 @@ import {
   meshRecord,
 } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
-import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { World, type WorldOptions } from "./reconcile-world.ts";
 
 const TABLES = resolveTableNames({});
@@ -63,14 +62,8 @@ function deleteMesh(world: World, mesh: string): DynamoDBRecord {
   return meshRecord(TABLES.meshes, mesh, { oldImage: meshItem(mesh) });
 }
 
-/** Invariants 1-6 and 11 (no leaks) against the tables as they are now. */
 function violations(world: World): string[] {
-  const meshes = new Set(world.source.meshNames());
-  const expected = new Map([...meshes].map((mesh) => [mesh, world.serviceSet(mesh)]));
-  return [
-    ...invariantViolations({ items: world.vipItems.all(), meshes, pool: world.pool, expected }),
-    ...leakViolations(world.vipItems.all(), world.claims.serviceClaims()),
-  ];
+  return world.violations();
 }
 
 function listed(world: World, mesh: string): string[] {

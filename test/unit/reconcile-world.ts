@@ -18,6 +18,7 @@ import {
   sequentialIds,
   yieldOnce,
 } from "../fixtures/in-memory-ports.ts";
+import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 
 export const START_MS = Date.parse("2026-01-01T00:00:00.000Z");
 
@@ -139,6 +140,17 @@ export class World {
       telemetry: this.telemetry,
       ...(this.mode === "index" ? { index: this.index } : {}),
     };
+  }
+
+  /** Invariants 1-6 and 11 (no leaks) against the tables as they are now (empty: they hold). */
+  violations(): string[] {
+    const meshes = new Set(this.source.meshNames());
+    const expected = new Map([...meshes].map((mesh) => [mesh, this.serviceSet(mesh)]));
+    const items = this.vipItems.all();
+    return [
+      ...invariantViolations({ items, meshes, pool: this.pool, expected }),
+      ...leakViolations(items, this.claims.serviceClaims()),
+    ];
   }
 
   vips(mesh: string): Readonly<Record<string, string>> | undefined {

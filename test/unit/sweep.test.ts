@@ -5,7 +5,6 @@ import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { SweepOptions } from "../../functions/allocator/sweep/types.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import type { Operation } from "../fixtures/in-memory-ports.ts";
-import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { World } from "./reconcile-world.ts";
 
 /** A world whose requests can be made to fail from a chosen one on (a killed function). */
@@ -50,12 +49,7 @@ function run(world: World, options: SweepOptions = {}) {
 }
 
 function violations(world: World): string[] {
-  const meshes = new Set(world.source.meshNames());
-  const expected = new Map([...meshes].map((mesh) => [mesh, world.serviceSet(mesh)]));
-  return [
-    ...invariantViolations({ items: world.vipItems.all(), meshes, pool: world.pool, expected }),
-    ...leakViolations(world.vipItems.all(), world.claims.serviceClaims()),
-  ];
+  return world.violations();
 }
 
 function writes(world: World): number {
