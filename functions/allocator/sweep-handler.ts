@@ -1,6 +1,5 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { AllocatorConfig } from "./config.ts";
-import { rebuildIndex } from "./membership-index/rebuild.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
 import { createRuntime } from "./runtime.ts";
 import { sweep } from "./sweep/sweep.ts";
@@ -39,8 +38,10 @@ export interface SweepHandlerOptions {
 /**
  * The scheduled repair sweep and the backfill: the same ports as the stream path, a position
  * stored in the claims table, and the invocation's remaining time as the budget. A backfill
- * first derives the whole membership index from the dataplanes table (so meshes created later
- * find their dataplanes in it), then starts a new sweep cycle; the schedule continues it.
+ * starts a cycle marked as one whose first phase derives the membership index from the
+ * dataplanes table, a page at a time (so meshes created later find their dataplanes in it);
+ * whatever does not fit in the invocation, the schedule's next invocations continue, still
+ * marked as a backfill (its corrections stay out of the alarm).
  */
 export function createSweepHandler(
   config: AllocatorConfig,
@@ -48,20 +49,11 @@ export function createSweepHandler(
 ): SweepHandler {
   const telemetry = options.telemetry ?? new PowertoolsTelemetry();
   const runtime = createRuntime(config, options);
-  const { source, index } = runtime.ports;
   const now = runtime.settings.now;
   return async (event, context) => {
     try {
       const deadline =
         context === undefined ? undefined : now() + context.getRemainingTimeInMillis();
-      let indexRecordsWritten: number | undefined;
-      if (event.vipAllocator === "backfill") {
-        const rebuilt = await rebuildIndex(source, index, {
-          onIssue: (issue) => telemetry.badInput(issue),
-        });
-        indexRecordsWritten = rebuilt.recordsWritten;
-        telemetry.info("backfill: membership index rebuilt", { ...rebuilt });
-      }
       const result = await sweep({ ...runtime.ports, telemetry }, runtime.settings, {
         stored: true,
         restart: event.vipAllocator === "sweep" && event.restart === true,
@@ -70,7 +62,7 @@ export function createSweepHandler(
         graceMs: config.sweepGraceSeconds * 1000,
         ...(deadline !== undefined ? { deadline } : {}),
       });
-      const summary = summarize(result, indexRecordsWritten);
+      const summary = summarize(result, result.indexRecordsWritten);
       telemetry.info("sweep invocation finished", { ...summary });
       return summary;
     } finally {

@@ -540,7 +540,7 @@ export function counterWrite(cidr: string, expected: number, claimed: number): C
   };
 }
 
-const SWEEP_PHASES = new Set(["meshes", "items", "claims", "done"]);
+const SWEEP_PHASES = new Set(["index", "meshes", "items", "claims", "done"]);
 
 /** The sweep's state item, or undefined when it is absent or not one. */
 export function decodeSweepState(item: Item | undefined): SweepState | undefined {

@@ -87,6 +87,29 @@ export class DynamoMeshSource implements MeshSource {
     for await (const page of pages) yield this.decode(page.Items ?? []);
   }
 
+  async dataplanePage(
+    after: string | undefined,
+    limit: number,
+  ): Promise<SourceRead & { readonly next: string | undefined }> {
+    const start = after === undefined ? undefined : (JSON.parse(after) as [string, string]);
+    const result = await this.client.send(
+      new ScanCommand({
+        TableName: this.tables.dataplanes,
+        ConsistentRead: true,
+        Limit: limit,
+        ...(start !== undefined
+          ? { ExclusiveStartKey: { mesh: { S: start[0] }, name: { S: start[1] } } }
+          : {}),
+      }),
+    );
+    const last = result.LastEvaluatedKey;
+    const next =
+      last?.mesh?.S !== undefined && last.name?.S !== undefined
+        ? JSON.stringify([last.mesh.S, last.name.S])
+        : undefined;
+    return { ...this.decode(result.Items ?? []), next };
+  }
+
   async meshPage(
     after: string | undefined,
     limit: number,

@@ -32,6 +32,14 @@ export interface MeshSource {
   dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
   /** Every dataplane of the table, a page at a time (the index builder's read; never on the event path). */
   allDataplanes(): AsyncIterable<SourceRead>;
+  /**
+   * Up to `limit` dataplanes after the position `after` (a backfill's resumable read; never on
+   * the event path). `next`: the position after the last item read, undefined at the end.
+   */
+  dataplanePage(
+    after: string | undefined,
+    limit: number,
+  ): Promise<SourceRead & { readonly next: string | undefined }>;
   /** Names in the meshes table, a page at a time after `after` (the repair sweep's read). */
   meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
 }
@@ -235,7 +243,8 @@ export interface SweepState {
   readonly cycle: string;
   /** Epoch ms when the cycle started. */
   readonly startedAt: number;
-  readonly phase: "meshes" | "items" | "claims" | "done";
+  /** `index`: a backfill's rebuild of the membership index, a page of dataplanes at a time. */
+  readonly phase: "index" | "meshes" | "items" | "claims" | "done";
   /** The last key handled in the phase (undefined: from the start). */
   readonly after: string | undefined;
   /** Meshes examined and corrections made in this cycle so far. */

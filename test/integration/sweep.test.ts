@@ -149,6 +149,7 @@ interface ReconcileJson {
   readonly meshes: number;
   readonly repairs: number;
   readonly byKind: Record<string, number>;
+  readonly indexRecordsWritten?: number;
 }
 
 describe("the sweep's Lambda entry on the local engine", { timeout: 120_000 }, () => {
@@ -196,6 +197,64 @@ describe("the sweep's Lambda entry on the local engine", { timeout: 120_000 }, (
     expect(next.repairs).toBe(0);
   });
 });
+
+describe("a backfill larger than one invocation, on the local engine", { timeout: 600_000 }, () => {
+  it("rebuilds the index of 5,000 dataplanes over several invocations, marked as a backfill throughout, with nothing on the alarm's metric", async () => {
+    // Arrange: 5,000 dataplanes in 20 meshes written before any stream was read (an existing
+    // table); a fake clock that moves a second per reading; each invocation has 20 s.
+    const env: Record<string, string> = {
+      ...cli.freshTableEnv(),
+      DYNAMODB_ENDPOINT: emulator.endpoint,
+    };
+    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
+    const seed = await seedTables(env, 20, 250);
+    const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
+    const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+    let clock = Date.parse("2026-12-01T00:00:00Z");
+    const telemetry = new InMemoryTelemetry();
+    const handler = createSweepHandler(config, {
+      client: raw,
+      telemetry,
+      now: () => {
+        clock += 1_000;
+        return clock;
+      },
+    });
+    const context = { getRemainingTimeInMillis: () => 20_000 };
+
+    // Act: the trigger's backfill, then the schedule's invocations until the cycle ends
+    const summaries = [await handler({ vipAllocator: "backfill" }, context)];
+    const states = [await storedPhase(env)];
+    for (let i = 0; i < 200 && summaries.at(-1)?.finished !== true; i++) {
+      summaries.push(await handler({ vipAllocator: "sweep" }, context));
+      states.push(await storedPhase(env));
+    }
+    raw.destroy();
+
+    // Assert
+    expect(summaries.at(-1)?.finished).toBe(true);
+    expect(summaries[0]?.stopped).toBe("deadline");
+    expect(states.filter((state) => state.phase === "index").length).toBeGreaterThan(1);
+    expect(new Set(summaries.map((s) => s.cycle)).size).toBe(1);
+    expect(states.every((state) => state.backfill === true)).toBe(true);
+    const written = summaries.reduce((n, s) => n + (s.indexRecordsWritten ?? 0), 0);
+    expect(written).toBe(5_000);
+    expect(telemetry.repairs.length).toBeGreaterThan(0);
+    expect(telemetry.repairs.every((repair) => repair.expected)).toBe(true);
+    expect(telemetry.total("SweepRepairs")).toBe(0);
+    expect(await violations(env, seed)).toEqual([]);
+  });
+});
+
+async function storedPhase(env: Record<string, string>) {
+  const doc = new DocumentClient(client());
+  const item = await doc.get({
+    TableName: env.CLAIMS_TABLE as string,
+    Key: { pk: "sweep" },
+    ConsistentRead: true,
+  });
+  return { phase: item?.phase, backfill: item?.backfill };
+}
 
 describe("the repair sweep on the local engine, through the CLI", { timeout: 240_000 }, () => {
   it("gives 20 meshes of 500 dataplanes written before any stream their VIPs; a second run corrects and writes nothing", async () => {

@@ -47,6 +47,8 @@ export class SweepRun {
   readonly repairs: Repair[] = [];
   state: SweepState;
   examined = 0;
+  /** Backfill: dataplane records this invocation's index phase wrote. */
+  indexRecordsWritten = 0;
   /** Meshes a pass of this sweep woke (it freed addresses they wait for). */
   readonly woken = new Set<string>();
   /** Dataplanes whose drift this run reported. */
@@ -75,7 +77,8 @@ export class SweepRun {
     this.state = {
       cycle: settings.newId(),
       startedAt: settings.now(),
-      phase: "meshes",
+      // A backfill first derives the membership index from the dataplanes table.
+      phase: options.backfill === true && this.useIndex ? "index" : "meshes",
       after: undefined,
       meshes: 0,
       repairs: 0,

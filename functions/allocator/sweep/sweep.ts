@@ -1,4 +1,5 @@
 import type { SweepState } from "../../store/ports.ts";
+import { reconcileDataplanes } from "../membership-index/rebuild.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { ClaimsAudit } from "./claims-audit.ts";
 import { sweepItem } from "./item-phase.ts";
@@ -10,7 +11,8 @@ import type { SweepOptions, SweepPorts, SweepResult, SweepSettings } from "./typ
 /**
  * The repair sweep: whatever the event path missed (records lost to the failure destination,
  * a function killed mid-pass, items written before the stream existed), a cycle brings every
- * table back to the contract. Three phases, each paged and resumable:
+ * table back to the contract. Three phases, each paged and resumable (a backfill's cycle runs an
+ * `index` phase first: the membership index derived from the dataplanes table, a page at a time):
  * 1. `meshes` (the meshes table, mesh-phase.ts): each mesh's part of the membership index is
  *    compared with the dataplanes table and repaired, then the mesh gets an ordinary pass;
  * 2. `items` (the vips table, item-phase.ts): items of meshes that no longer exist are removed
@@ -45,7 +47,12 @@ class Cycle {
     if (sweep.stored) {
       const saved = await sweep.ports.claims.getSweepState();
       this.storedVersion = saved?.version;
-      const restart = sweep.options.restart === true || sweep.options.backfill === true;
+      // A backfill starts a cycle of its own, unless one is under way (an invocation that ran
+      // out of time, or the same backfill delivered again): it goes on from its position.
+      const backfillUnderway =
+        sweep.options.backfill === true && saved?.backfill === true && saved.phase !== "done";
+      const restart =
+        sweep.options.restart === true || (sweep.options.backfill === true && !backfillUnderway);
       if (saved !== undefined && saved.phase !== "done" && !restart) {
         sweep.state = saved;
       }
@@ -97,6 +104,9 @@ class Cycle {
       ...(stopped !== undefined && !finished ? { stopped } : {}),
       meshes: this.sweep.examined,
       repairs: this.sweep.repairs,
+      ...(this.sweep.indexRecordsWritten > 0
+        ? { indexRecordsWritten: this.sweep.indexRecordsWritten }
+        : {}),
     };
   }
 
@@ -113,6 +123,7 @@ class Cycle {
   /** One page of the current phase; false when it stopped for time in the middle of it. */
   private async step(): Promise<boolean> {
     const { phase } = this.sweep.state;
+    if (phase === "index") return await this.indexPage();
     if (phase === "meshes") return await this.meshesPage();
     if (phase === "items") return await this.itemsPage();
     if (phase === "claims") return await this.claimsPage();
@@ -130,6 +141,28 @@ class Cycle {
       return false;
     }
     if (sweep.pending.length >= MAX_PENDING) await secondLooks(sweep, this.audit);
+    return true;
+  }
+
+  /**
+   * A backfill's first phase: one page of the dataplanes table, each dataplane's record and
+   * entries made to say what it contributes (the rebuild's own conditional writes); the
+   * position is the last dataplane read, so a rebuild of any size goes on in the next
+   * invocation. Drift it leaves (entries no dataplane contributes any more) is found by each
+   * mesh's index check in the next phase.
+   */
+  private async indexPage(): Promise<boolean> {
+    const { sweep } = this;
+    const page = await sweep.ports.source.dataplanePage(sweep.state.after, sweep.pageSize);
+    for (const issue of page.issues) sweep.ports.telemetry.badInput(issue);
+    sweep.indexRecordsWritten += await reconcileDataplanes(
+      page.records.map((record) => ({ key: record, item: record.item })),
+      sweep.ports.index,
+      { reread: sweep.ports.source },
+    );
+    sweep.advance(
+      page.next === undefined ? { phase: "meshes", after: undefined } : { after: page.next },
+    );
     return true;
   }
 

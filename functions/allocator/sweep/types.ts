@@ -105,4 +105,6 @@ export interface SweepResult {
   readonly meshes: number;
   /** Corrections made (or, with `dryRun`, found) by this call. */
   readonly repairs: readonly Repair[];
+  /** A backfill's index phase: dataplane records this call wrote. */
+  readonly indexRecordsWritten?: number;
 }
