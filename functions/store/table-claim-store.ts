@@ -1,28 +1,24 @@
 import {
   addressKey,
   type ClaimWrite,
-  claimWrites,
-  counterOf,
-  counterWrite,
-  cursorWrite,
   decodeAddress,
   decodeService,
-  decodeSweepState,
-  formerHintWrite,
   type Item,
-  membershipWrites,
-  orphanAddressWrite,
   poolKey,
   RENUMBERINGS_KEY,
-  releaseWrites,
-  removeMembershipWrite,
   SWEEP_KEY,
   serviceKey,
-  sweepStateWrite,
   WAITING_KEY,
-  waitingMeshes,
-  waitingWrite,
 } from "./claim-items.ts";
+import { claimWrites } from "./claim-writes.ts";
+import {
+  formerHintWrite,
+  membershipWrites,
+  orphanAddressWrite,
+  releaseWrites,
+  removeMembershipWrite,
+} from "./membership-writes.ts";
+import { counterOf, counterWrite, cursorWrite } from "./pool-items.ts";
 import type {
   AddressClaim,
   ClaimOutcome,
@@ -37,6 +33,8 @@ import type {
   ServiceClaim,
   SweepState,
 } from "./ports.ts";
+import { decodeSweepState, sweepStateWrite } from "./sweep-state-item.ts";
+import { waitingMeshes, waitingWrite } from "./waiting-item.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
 export interface ClaimTable {
