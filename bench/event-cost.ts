@@ -33,7 +33,8 @@ import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
-import { CostMeter, itemSize } from "./cost-meter.ts";
+import { itemSize } from "./capacity-units.ts";
+import { CostMeter } from "./cost-meter.ts";
 import { kubernetesDataplane as dataplane } from "./kubernetes-dataplane.ts";
 import { renderChart } from "./svg-chart.ts";
 

@@ -16,7 +16,6 @@
  */
 
 import { spawn } from "node:child_process";
-import { createSocket } from "node:dgram";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import {
@@ -25,7 +24,6 @@ import {
   GetItemCommand,
   paginateScan,
 } from "@aws-sdk/client-dynamodb";
-import dnsPacket from "dns-packet";
 import { recordOf } from "../functions/domain/records.ts";
 import type { VipItem } from "../functions/domain/types.ts";
 import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
@@ -36,7 +34,9 @@ import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { seededRandom as random } from "../test/fixtures/in-memory-ports.ts";
-import { CostMeter, itemSize } from "./cost-meter.ts";
+import { itemSize } from "./capacity-units.ts";
+import { CostMeter } from "./cost-meter.ts";
+import { type LoadResult, load } from "./dns-load.ts";
 
 const BIG_SERVICES = 20_000;
 const SMALL_MESHES = 100;
@@ -126,86 +126,14 @@ async function fullScan(client: DynamoDBClient, table: string): Promise<void> {
   }
 }
 
-interface LoadResult {
-  readonly concurrency: number;
-  readonly queries: number;
-  readonly answered: number;
-  readonly nxdomain: number;
-  readonly lost: number;
-  readonly qps: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-  readonly maxMs: number;
-}
-
-async function load(port: number, concurrency: number): Promise<LoadResult> {
+/** The names the load queries (seeded; 1 in 10 does not exist). */
+function queryNames(concurrency: number): string[] {
   const next = random(42 + concurrency);
-  const names = Array.from({ length: QUERIES }, () =>
+  return Array.from({ length: QUERIES }, () =>
     next() < 0.1
       ? `missing-${Math.floor(next() * 1e6)}.mesh`
       : `${serviceName(Math.floor(next() * BIG_SERVICES))}.mesh`,
   );
-  const socket = createSocket("udp4");
-  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
-  const latencies: number[] = [];
-  let nxdomain = 0;
-  let lost = 0;
-  const pending = new Map<number, { sent: number; done: () => void }>();
-  socket.on("message", (message: Buffer) => {
-    const id = message.readUInt16BE(0);
-    const entry = pending.get(id);
-    if (entry === undefined) return;
-    pending.delete(id);
-    latencies.push(performance.now() - entry.sent);
-    if ((message.readUInt16BE(2) & 0xf) === 3) nxdomain++;
-    entry.done();
-  });
-  let cursor = 0;
-  const started = performance.now();
-  const worker = async (): Promise<void> => {
-    while (cursor < names.length) {
-      const index = cursor++;
-      const id = index % 65536;
-      const packet = dnsPacket.encode({
-        type: "query",
-        id,
-        flags: dnsPacket.RECURSION_DESIRED,
-        questions: [{ type: "A", name: names[index] as string, class: "IN" }],
-      });
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          pending.delete(id);
-          lost++;
-          resolve();
-        }, 2000);
-        pending.set(id, {
-          sent: performance.now(),
-          done: () => {
-            clearTimeout(timer);
-            resolve();
-          },
-        });
-        socket.send(packet, port, "127.0.0.1");
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const seconds = (performance.now() - started) / 1000;
-  socket.close();
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) =>
-    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
-  return {
-    concurrency,
-    queries: QUERIES,
-    answered: latencies.length,
-    nxdomain,
-    lost,
-    qps: Math.round(latencies.length / seconds),
-    p50Ms: Number(at(0.5).toFixed(3)),
-    p99Ms: Number(at(0.99).toFixed(3)),
-    maxMs: Number((latencies.at(-1) ?? 0).toFixed(3)),
-  };
 }
 
 async function main(): Promise<void> {
@@ -401,8 +329,8 @@ async function main(): Promise<void> {
       else await new Promise((resolve) => setTimeout(resolve, 100));
     }
     if (port === undefined) throw new Error(`vips dns did not start:\n${output}`);
-    await load(port, 8); // warm-up, not reported
-    const loads = [await load(port, 1), await load(port, 32)];
+    await load(port, 8, queryNames(8)); // warm-up, not reported
+    const loads = [await load(port, 1, queryNames(1)), await load(port, 32, queryNames(32))];
     report(rows, decodeMs[2] ?? 0, big.bytes, smallBytes, loads, ENGINE_LABEL);
   } finally {
     dns?.kill("SIGINT");

@@ -44,13 +44,10 @@ import {
   versionsIndexArn,
 } from "./vip-allocator-grants.ts";
 import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
-import {
-  VIP_ALLOCATOR_DEFAULTS,
-  type VipAllocatorProps,
-  validateProps,
-} from "./vip-allocator-props.ts";
+import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
 import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
+import { validateProps } from "./vip-allocator-validation.ts";
 
 export { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "./vip-allocator-grants.ts";
 export type { VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";

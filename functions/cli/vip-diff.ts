@@ -1,22 +1,34 @@
 import { emptyRecord, own } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
+import { diffMesh, type MeshDiff } from "../reader/diff.ts";
+import type { MeshView } from "../reader/snapshot.ts";
 
-/** What changed in one mesh's VIP item between two reads. */
-export interface MeshChange {
-  readonly mesh: string;
-  readonly version: number | undefined;
-  readonly previousVersion: number | undefined;
-  /** The VIP item appeared (the mesh was created) or disappeared (the mesh was deleted). */
-  readonly lifecycle: "created" | "deleted" | "updated";
-  readonly added: Readonly<Record<string, string>>;
-  readonly removed: Readonly<Record<string, string>>;
-  /** service -> [old VIP, new VIP] (renumbered, e.g. after a VIP_CIDR change). */
-  readonly changed: Readonly<Record<string, readonly [string, string]>>;
+/**
+ * What changed in one mesh's VIP item between two reads: the reader's {@link MeshDiff} (`added`:
+ * the mesh was created, `removed`: deleted), and the services newly without a VIP.
+ */
+export interface MeshChange extends MeshDiff {
   /** Services newly without a VIP, with the reason. */
   readonly unallocated: Readonly<Record<string, string>>;
 }
 
-/** The difference between two reads of a mesh's item; undefined when nothing changed. */
+/** A VIP item as the reader sees it (only what the diff compares needs to be exact). */
+function viewOf(item: VipItem): MeshView {
+  return {
+    mesh: item.mesh,
+    version: item.version,
+    incarnation: item.incarnation,
+    cidr: item.cidr,
+    updatedAt: item.updatedAt,
+    vips: new Map(Object.entries(item.vips)),
+    unallocated: new Map(Object.entries(item.unallocated ?? {})),
+  };
+}
+
+/**
+ * The difference between two reads of a mesh's item; undefined when nothing changed. A new
+ * version is a change even when no VIP moved (e.g. only `unallocated` did).
+ */
 export function diffVipItems(
   mesh: string,
   before: VipItem | undefined,
@@ -26,34 +38,25 @@ export function diffVipItems(
   if (before !== undefined && after !== undefined && before.version === after.version) {
     return undefined;
   }
+  const diff = diffMesh(
+    mesh,
+    before === undefined ? undefined : viewOf(before),
+    after === undefined ? undefined : viewOf(after),
+  ) ?? {
+    mesh,
+    change: "changed",
+    version: after?.version,
+    previousVersion: before?.version,
+    added: [],
+    removed: [],
+    changed: [],
+  };
   // Names are data: records without a prototype, lookups of own entries only.
-  const oldVips = before?.vips;
-  const newVips = after?.vips;
-  const added = emptyRecord<string>();
-  const removed = emptyRecord<string>();
-  const changed = emptyRecord<readonly [string, string]>();
-  for (const [service, vip] of Object.entries(newVips ?? {})) {
-    const old = own(oldVips, service);
-    if (old === undefined) added[service] = vip;
-    else if (old !== vip) changed[service] = [old, vip];
-  }
-  for (const [service, vip] of Object.entries(oldVips ?? {})) {
-    if (own(newVips, service) === undefined) removed[service] = vip;
-  }
   const unallocated = emptyRecord<string>();
   for (const [service, reason] of Object.entries(after?.unallocated ?? {})) {
     if (own(before?.unallocated, service) === undefined) unallocated[service] = reason;
   }
-  return {
-    mesh,
-    version: after?.version,
-    previousVersion: before?.version,
-    lifecycle: before === undefined ? "created" : after === undefined ? "deleted" : "updated",
-    added,
-    removed,
-    changed,
-    unallocated,
-  };
+  return { ...diff, unallocated };
 }
 
 const byName = <T>(record: Readonly<Record<string, T>>): [string, T][] =>
@@ -70,14 +73,14 @@ export function formatChange(
   quarantineSeconds: number,
 ): string[] {
   const header =
-    change.lifecycle === "deleted"
+    change.change === "removed"
       ? `mesh ${change.mesh}: deleted (VIP item removed at version ${change.previousVersion})`
-      : change.lifecycle === "created"
+      : change.change === "added"
         ? `mesh ${change.mesh}: version ${change.version} (new)`
         : `mesh ${change.mesh}: version ${change.version} (was ${change.previousVersion})`;
   const lines = [header];
-  for (const [service, vip] of byName(change.added)) lines.push(`  + ${service} ${vip}`);
-  for (const [service, vip] of byName(change.removed)) {
+  for (const { service, vip } of change.added) lines.push(`  + ${service} ${vip}`);
+  for (const { service, vip } of change.removed) {
     const elsewhere = holders(service);
     const fate =
       elsewhere.length > 0
@@ -87,7 +90,7 @@ export function formatChange(
           : "released";
     lines.push(`  - ${service} ${vip} (${fate})`);
   }
-  for (const [service, [from, to]] of byName(change.changed)) {
+  for (const { service, from, to } of change.changed) {
     lines.push(`  ~ ${service} ${from} -> ${to}`);
   }
   for (const [service, reason] of byName(change.unallocated)) {

@@ -1,7 +1,8 @@
 /**
  * The reader package for downstream services (`serverless-vip-allocator/reader`): the
  * {@link VipReader} snapshot, the pure diff functions (also for `vips` stream records), the
- * DNS name table and responder. See docs/readers.md.
+ * DNS name table and responder, and `serveDns` (a responder fed by a reader, with the TTL rule).
+ * See docs/readers.md.
  */
 export {
   diffMesh,
@@ -35,6 +36,13 @@ export {
   type DnsResponderOptions,
 } from "./dns-responder.ts";
 export { VipReaderError, type VipReaderErrorCode } from "./errors.ts";
+export {
+  checkDnsTtl,
+  type DnsServer,
+  DnsTtlError,
+  type ServeDnsOptions,
+  serveDns,
+} from "./serve-dns.ts";
 export {
   canonicalVip,
   type MalformedItem,

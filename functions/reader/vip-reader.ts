@@ -2,7 +2,7 @@
  * A downstream reader of the vips table: an in-memory snapshot of every mesh's VIP item, kept
  * fresh by a cheap version probe, answering `get`, `lookup`, `reverse` and `meshes` from memory.
  *
- * The probe (docs/readers.md, "Costs"):
+ * The probe (version-probe.ts; docs/readers.md, "Costs"):
  * - all meshes (default): one paged Scan of the table's `versions` index, which holds only
  *   `mesh`, `version` and `incarnation` of every item (billed by those few bytes, where a read
  *   of the table is billed by the whole item whatever the projection); it is also the discovery
@@ -14,15 +14,9 @@
  * Then a GetItem of the full item only for meshes whose version (or incarnation) moved. Reads
  * are eventually consistent unless `consistentRead: true`.
  */
-import {
-  type AttributeValue,
-  type DynamoDBClient,
-  GetItemCommand,
-  QueryCommand,
-  ScanCommand,
-} from "@aws-sdk/client-dynamodb";
+import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
-import { resolveTableNames, VERSIONS_INDEX } from "../store/table-definitions.ts";
+import { resolveTableNames } from "../store/table-definitions.ts";
 import { diffSnapshots, isEmptyDiff, type SnapshotDiff } from "./diff.ts";
 import { readerErrorOf, VipReaderError } from "./errors.ts";
 import {
@@ -33,6 +27,16 @@ import {
   type ServiceLookup,
   VipSnapshot,
 } from "./snapshot.ts";
+import {
+  defaultProbeFallback,
+  inPool,
+  type Probe,
+  type ProbeFallback,
+  probeOf,
+  VersionProbe,
+} from "./version-probe.ts";
+
+export type { ProbeFallback } from "./version-probe.ts";
 
 export interface VipReaderOptions {
   /** A DynamoDB client (region, credentials, endpoint are the caller's). */
@@ -72,15 +76,6 @@ export interface VipReaderOptions {
   readonly onProbeFallback?: (fallback: ProbeFallback) => void;
 }
 
-/** Why the probe reads the table instead of the `versions` index. */
-export interface ProbeFallback {
-  readonly table: string;
-  readonly index: string;
-  readonly reason: "index-missing" | "access-denied";
-  /** The error DynamoDB returned for the index request (name: message). */
-  readonly error: string;
-}
-
 /** What the last refresh did, in requests. */
 export interface RefreshStats {
   /** Probe requests (Scan pages, or a Query or GetItem per listed mesh). */
@@ -104,29 +99,6 @@ export interface WatchHandle {
   stop(): Promise<void>;
 }
 
-/** What the probe compares: the item's `version` and `incarnation`, as stored. */
-type Probe = string;
-
-function probeOf(raw: PlainRecord): Probe {
-  const version = typeof raw.version === "number" ? raw.version : String(raw.version);
-  return JSON.stringify([version, typeof raw.incarnation === "string" ? raw.incarnation : ""]);
-}
-
-const PROBE_PROJECTION = {
-  ProjectionExpression: "#m, #v, #i",
-  ExpressionAttributeNames: { "#m": "mesh", "#v": "version", "#i": "incarnation" },
-} as const;
-
-function defaultProbeFallback(fallback: ProbeFallback): void {
-  process.stderr.write(
-    `${JSON.stringify({
-      level: "WARN",
-      message: "VIP reader: probing the table instead of its versions index",
-      ...fallback,
-    })}\n`,
-  );
-}
-
 function defaultMalformed(item: MalformedItem): void {
   process.stderr.write(
     `${JSON.stringify({ level: "WARN", message: "VIP item skipped", ...item })}\n`,
@@ -139,7 +111,7 @@ export class VipReader {
   private readonly consistent: boolean;
   private readonly fixedMeshes: readonly string[] | undefined;
   private readonly onMalformed: (item: MalformedItem) => void;
-  private readonly onProbeFallback: (fallback: ProbeFallback) => void;
+  private readonly probe: VersionProbe;
   private readonly concurrency: number;
   private current = new VipSnapshot();
   /** Per mesh, the version and incarnation last fetched (good or malformed). */
@@ -149,18 +121,23 @@ export class VipReader {
   private queue: Promise<unknown> = Promise.resolve();
   private refreshed = false;
   private stats: RefreshStats = { probeRequests: 0, fetches: 0, meshes: 0 };
-  /** Probe the `versions` index (false once the table turned out not to have it). */
-  private viaIndex: boolean;
 
   constructor(options: VipReaderOptions) {
     this.client = options.client;
     this.table = options.table ?? resolveTableNames(process.env).vips;
     this.consistent = options.consistentRead === true;
-    this.viaIndex = !this.consistent && options.probe !== "table";
     this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];
     this.onMalformed = options.onMalformed ?? defaultMalformed;
-    this.onProbeFallback = options.onProbeFallback ?? defaultProbeFallback;
     this.concurrency = Math.max(1, options.fetchConcurrency ?? 8);
+    this.probe = new VersionProbe({
+      client: this.client,
+      table: this.table,
+      consistent: this.consistent,
+      viaIndex: !this.consistent && options.probe !== "table",
+      concurrency: this.concurrency,
+      onProbeFallback: options.onProbeFallback ?? defaultProbeFallback,
+      onMalformed: (item) => this.report(item),
+    });
   }
 
   /** Whether a refresh has succeeded (before that, the snapshot is empty). */
@@ -277,104 +254,6 @@ export class VipReader {
     }
   }
 
-  /**
-   * Runs a probe on the `versions` index. A table created before the index existed (the
-   * request fails naming the index), or a caller allowed the table but not the index
-   * (AccessDenied, e.g. a cross-account grant on the table ARN only), is probed on the table
-   * itself from then on, reported once to `onProbeFallback`. If the table is denied too, that
-   * error is the refresh's.
-   */
-  private async probeRequest<T>(operation: string, request: (index: boolean) => Promise<T>) {
-    if (this.viaIndex) {
-      try {
-        return await request(true);
-      } catch (error) {
-        const name = error instanceof Error ? error.name : "";
-        const message = error instanceof Error ? error.message : "";
-        const missing = name === "ValidationException" && /index/i.test(message);
-        const denied = name === "AccessDeniedException";
-        if (!missing && !denied) throw readerErrorOf(error, this.table, operation);
-        if (this.viaIndex) {
-          this.viaIndex = false;
-          try {
-            this.onProbeFallback({
-              table: this.table,
-              index: VERSIONS_INDEX.name,
-              reason: denied ? "access-denied" : "index-missing",
-              error: `${name}: ${message}`,
-            });
-          } catch {
-            // A reporting callback must not break the reader.
-          }
-        }
-      }
-    }
-    return await this.send(operation, () => request(false));
-  }
-
-  private async probeAll(): Promise<{ probes: Map<string, Probe>; requests: number }> {
-    const probes = new Map<string, Probe>();
-    let start: Record<string, AttributeValue> | undefined;
-    let requests = 0;
-    do {
-      const page = await this.probeRequest("Scan", (index) =>
-        this.client.send(
-          new ScanCommand({
-            TableName: this.table,
-            ...(index ? { IndexName: VERSIONS_INDEX.name } : { ConsistentRead: this.consistent }),
-            ...PROBE_PROJECTION,
-            ...(start !== undefined ? { ExclusiveStartKey: start } : {}),
-          }),
-        ),
-      );
-      requests++;
-      for (const item of page.Items ?? []) this.addProbe(probes, fromAttributeMap(item));
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
-    return { probes, requests };
-  }
-
-  private async probeListed(
-    meshes: readonly string[],
-  ): Promise<{ probes: Map<string, Probe>; requests: number }> {
-    const probes = new Map<string, Probe>();
-    await this.pool(meshes, async (mesh) => {
-      const item = await this.probeRequest("GetItem", async (index) => {
-        if (!index) {
-          const result = await this.client.send(
-            new GetItemCommand({
-              TableName: this.table,
-              Key: { mesh: { S: mesh } },
-              ConsistentRead: this.consistent,
-              ...PROBE_PROJECTION,
-            }),
-          );
-          return result.Item;
-        }
-        const result = await this.client.send(
-          new QueryCommand({
-            TableName: this.table,
-            IndexName: VERSIONS_INDEX.name,
-            KeyConditionExpression: "#m = :m",
-            ExpressionAttributeValues: { ":m": { S: mesh } },
-            ...PROBE_PROJECTION,
-          }),
-        );
-        return result.Items?.[0];
-      });
-      if (item !== undefined) this.addProbe(probes, fromAttributeMap(item));
-    });
-    return { probes, requests: meshes.length };
-  }
-
-  private addProbe(probes: Map<string, Probe>, raw: PlainRecord): void {
-    if (typeof raw.mesh !== "string" || raw.mesh === "") {
-      this.report({ mesh: undefined, version: undefined, reason: "no mesh name (key `mesh`)" });
-      return;
-    }
-    probes.set(raw.mesh, probeOf(raw));
-  }
-
   private async fetch(mesh: string): Promise<PlainRecord | undefined> {
     const result = await this.send("GetItem", () =>
       this.client.send(
@@ -388,22 +267,8 @@ export class VipReader {
     return result.Item === undefined ? undefined : fromAttributeMap(result.Item);
   }
 
-  private async pool<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < items.length) {
-        const item = items[next++] as T;
-        await work(item);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.concurrency, items.length) }, worker));
-  }
-
   private async refreshNow(): Promise<SnapshotDiff> {
-    const { probes, requests } =
-      this.fixedMeshes === undefined
-        ? await this.probeAll()
-        : await this.probeListed(this.fixedMeshes);
+    const { probes, requests } = await this.probe.run(this.fixedMeshes);
     const before = this.current.meshViews;
     const views = new Map<string, MeshView>();
     const known = new Map<string, Probe>();
@@ -418,7 +283,7 @@ export class VipReader {
         if (view !== undefined) views.set(mesh, view);
       }
     }
-    await this.pool(moved, async (mesh) => {
+    await inPool(moved, this.concurrency, async (mesh) => {
       const raw = await this.fetch(mesh);
       const previous = before.get(mesh);
       if (raw === undefined) return; // deleted since the probe

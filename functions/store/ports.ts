@@ -268,7 +268,7 @@ export interface SweepState {
  * conditional write or one transaction, so concurrent invocations cannot both win an address or
  * a service, and each says what it found. What to make of it is decided in the allocator.
  */
-export interface ClaimStore {
+export interface ClaimsPort {
   /** Strongly consistent unless `consistent` is false (the sweep's detection reads). */
   getServices(
     services: readonly string[],
@@ -286,6 +286,14 @@ export interface ClaimStore {
   removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;
   /** True when released; false when the claim was not in a state to be released. */
   release(request: ReleaseRequest): Promise<boolean>;
+  /** Service and address claims, a page at a time after `after` (the repair sweep's read). */
+  scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
+  /** Deletes an address claim whose owner has no service claim, if it is still `address`. */
+  dropOrphanAddress(address: AddressClaim): Promise<boolean>;
+}
+
+/** A range's next-fit cursor and claim counter (`pool#<cidr>` in the claims table). */
+export interface PoolPort {
   /** The next-fit cursor of a range (offset to probe first). */
   readCursor(cidr: string): Promise<bigint>;
   /** Moves the cursor and adds `newlyClaimed` to the range's claim count; returns the count. */
@@ -294,11 +302,17 @@ export interface ClaimStore {
   readCounter(cidr: string): Promise<number>;
   /** Sets a range's claim counter if it still holds `expected`; false otherwise. */
   setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
-  /** Service and address claims, a page at a time after `after` (the repair sweep's read). */
-  scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
-  /** Deletes an address claim whose owner has no service claim, if it is still `address`. */
-  dropOrphanAddress(address: AddressClaim): Promise<boolean>;
+}
+
+/** Where the repair sweep is in its cycle (`sweep` in the claims table). */
+export interface SweepPositionPort {
   getSweepState(): Promise<SweepState | undefined>;
   /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
   putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean>;
 }
+
+/**
+ * The whole claims table: claims, pool and sweep position, one adapter (TableClaimStore) for
+ * all three. A caller takes the ports it uses.
+ */
+export interface ClaimStore extends ClaimsPort, PoolPort, SweepPositionPort {}

@@ -1,42 +1,42 @@
 import {
   addressKey,
   type ClaimWrite,
-  claimWrites,
-  counterOf,
-  counterWrite,
-  cursorWrite,
   decodeAddress,
   decodeService,
-  decodeSweepState,
-  formerHintWrite,
   type Item,
-  membershipWrites,
-  orphanAddressWrite,
   poolKey,
   RENUMBERINGS_KEY,
-  releaseWrites,
-  removeMembershipWrite,
   SWEEP_KEY,
   serviceKey,
-  sweepStateWrite,
   WAITING_KEY,
-  waitingMeshes,
-  waitingWrite,
 } from "./claim-items.ts";
+import { claimWrites } from "./claim-writes.ts";
+import {
+  formerHintWrite,
+  membershipWrites,
+  orphanAddressWrite,
+  releaseWrites,
+  removeMembershipWrite,
+} from "./membership-writes.ts";
+import { counterOf, counterWrite, cursorWrite } from "./pool-items.ts";
 import type {
   AddressClaim,
   ClaimOutcome,
   ClaimRequest,
-  ClaimStore,
   ClaimsPage,
+  ClaimsPort,
   ClaimWriteResult,
   LeaveRequest,
   MembershipRequest,
+  PoolPort,
   ReleaseRequest,
   ScannedClaim,
   ServiceClaim,
+  SweepPositionPort,
   SweepState,
 } from "./ports.ts";
+import { decodeSweepState, sweepStateWrite } from "./sweep-state-item.ts";
+import { waitingMeshes, waitingWrite } from "./waiting-item.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
 export interface ClaimTable {
@@ -62,15 +62,18 @@ export type WriteOutcome =
   | { readonly ok: false; readonly failed: ReadonlySet<number> };
 
 /**
- * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double).
+ * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double),
+ * for all three of its ports (claims, pool, sweep position).
  * The writes come from claim-items.ts; a failed condition is answered with a fresh read of the
  * service claim, so the caller learns what it found.
  */
-export class TableClaimStore implements ClaimStore {
+export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort {
   constructor(
     protected readonly table: ClaimTable,
     private readonly newId: () => string,
   ) {}
+
+  // --- ClaimsPort: service and address claims, memberships, waiting meshes --------------------
 
   async getServices(
     services: readonly string[],
@@ -144,6 +147,26 @@ export class TableClaimStore implements ClaimStore {
     return (await this.table.write("claims.release", releaseWrites(request))).ok;
   }
 
+  async scan(after: string | undefined, limit: number, consistent = true): Promise<ClaimsPage> {
+    const page = await this.table.scan("claims.scan", after, limit, consistent);
+    const items: ScannedClaim[] = [];
+    for (const item of page.items) {
+      const key = String(item.pk);
+      if (key.startsWith("svc#")) items.push({ key, service: decodeService(item) });
+      else if (key.startsWith("addr#")) items.push({ key, address: decodeAddress(item) });
+    }
+    return { items, next: page.next };
+  }
+
+  async dropOrphanAddress(address: AddressClaim): Promise<boolean> {
+    const outcome = await this.table.write("claims.dropAddress", [
+      orphanAddressWrite(address.vip, address.owner, address.claimId),
+    ]);
+    return outcome.ok;
+  }
+
+  // --- PoolPort: the range's cursor and counter -------------------------------------------
+
   async readCursor(cidr: string): Promise<bigint> {
     const [item] = await this.table.get("claims.readCursor", [poolKey(cidr)]);
     const next = item?.next;
@@ -169,23 +192,7 @@ export class TableClaimStore implements ClaimStore {
     return outcome.ok;
   }
 
-  async scan(after: string | undefined, limit: number, consistent = true): Promise<ClaimsPage> {
-    const page = await this.table.scan("claims.scan", after, limit, consistent);
-    const items: ScannedClaim[] = [];
-    for (const item of page.items) {
-      const key = String(item.pk);
-      if (key.startsWith("svc#")) items.push({ key, service: decodeService(item) });
-      else if (key.startsWith("addr#")) items.push({ key, address: decodeAddress(item) });
-    }
-    return { items, next: page.next };
-  }
-
-  async dropOrphanAddress(address: AddressClaim): Promise<boolean> {
-    const outcome = await this.table.write("claims.dropAddress", [
-      orphanAddressWrite(address.vip, address.owner, address.claimId),
-    ]);
-    return outcome.ok;
-  }
+  // --- SweepPositionPort -------------------------------------------------------------------
 
   async getSweepState(): Promise<SweepState | undefined> {
     const [item] = await this.table.get("claims.getSweepState", [SWEEP_KEY]);

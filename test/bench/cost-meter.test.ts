@@ -14,7 +14,8 @@ import {
   TransactWriteItemsCommand,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CostMeter, itemSize, readUnits, valueSize, writeUnits } from "../../bench/cost-meter.ts";
+import { itemSize, readUnits, valueSize, writeUnits } from "../../bench/capacity-units.ts";
+import { CostMeter } from "../../bench/cost-meter.ts";
 import { renderChart } from "../../bench/svg-chart.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";

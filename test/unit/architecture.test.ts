@@ -3,6 +3,8 @@ import { dirname, join, normalize } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const root = join(import.meta.dirname, "..", "..");
+/** The longest a source file may be (issue 15): beyond it, split the file by concern. */
+const MAX_LINES = 400;
 
 /** The .ts files under `dir` (relative to the repository), its subfolders included. */
 function sourcesOf(dir: string): string[] {
@@ -85,5 +87,16 @@ describe("architecture", () => {
   it("has no import cycle in functions/ (type-only imports count)", () => {
     expect(sourcesOf("functions").length).toBeGreaterThan(50);
     expect(cyclesIn("functions")).toEqual([]);
+  });
+
+  it("keeps every source file under functions/, infra/ and bench/ at 400 lines or fewer", () => {
+    const lines = (file: string): number =>
+      readFileSync(join(root, file), "utf8").replace(/\n$/, "").split("\n").length;
+    const files = ["functions", "infra", "bench"].flatMap(sourcesOf);
+
+    const over = files.filter((file) => lines(file) > MAX_LINES).map((f) => `${f}: ${lines(f)}`);
+
+    expect(files.length).toBeGreaterThan(100);
+    expect(over).toEqual([]);
   });
 });

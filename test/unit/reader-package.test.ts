@@ -8,6 +8,7 @@ describe("the reader package entry point", () => {
     expect(Object.keys(viaPackage).sort()).toEqual(
       [
         "DnsResponder",
+        "DnsTtlError",
         "NameTable",
         "VipReader",
         "VipReaderError",
@@ -15,6 +16,7 @@ describe("the reader package entry point", () => {
         "addressOfReverseName",
         "answerQuery",
         "canonicalVip",
+        "checkDnsTtl",
         "diffMesh",
         "diffSnapshots",
         "diffStreamRecord",
@@ -24,6 +26,7 @@ describe("the reader package entry point", () => {
         "meshViewOf",
         "normalizeDomain",
         "reverseName",
+        "serveDns",
         "summarizeDiff",
       ].sort(),
     );

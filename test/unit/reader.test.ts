@@ -1,5 +1,6 @@
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import dnsPacket from "dns-packet";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { digHint } from "../../functions/cli/commands/demo.ts";
 import { checkTtl } from "../../functions/cli/commands/dns.ts";
 import { emptyRecord, recordOf } from "../../functions/domain/records.ts";
@@ -7,6 +8,8 @@ import type { VipItem } from "../../functions/domain/types.ts";
 import {
   addressOfReverseName,
   answerQuery,
+  checkDnsTtl,
+  DnsTtlError,
   diffMesh,
   diffSnapshots,
   diffStreamRecord,
@@ -15,7 +18,9 @@ import {
   meshViewOf,
   NameTable,
   reverseName,
+  serveDns,
   summarizeDiff,
+  VipReader,
   VipReaderError,
   VipSnapshot,
 } from "../../functions/reader/index.ts";
@@ -385,6 +390,22 @@ describe("answerQuery", () => {
       answerQuery(valid, table, { ttl: 30, transport: "udp" }) as Buffer,
     );
     expect(reply.answers?.[0]).toMatchObject({ data: "240.0.0.1" });
+  });
+});
+
+describe("serveDns", () => {
+  it("enforces TTL + interval within the quarantine, before reading the table", async () => {
+    const send = vi.fn(async () => {
+      throw new Error("no read expected");
+    });
+    const reader = new VipReader({ client: { send } as unknown as DynamoDBClient, table: "vips" });
+    const options = { domain: "mesh", ranges: ["240.0.0.0/4"], intervalMs: 5000 };
+
+    expect(() => checkDnsTtl(30, 5, 35)).not.toThrow();
+    await expect(serveDns(reader, { ...options, ttl: 31, quarantineSeconds: 35 })).rejects.toThrow(
+      DnsTtlError,
+    );
+    expect(send).not.toHaveBeenCalled();
   });
 });
 

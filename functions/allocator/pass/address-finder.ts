@@ -1,6 +1,6 @@
 import type { VipPool } from "../../domain/pool.ts";
 import { quarantineOver } from "../../domain/quarantine.ts";
-import type { AddressCandidate, ClaimStore } from "../../store/ports.ts";
+import type { AddressCandidate, ClaimsPort, PoolPort } from "../../store/ports.ts";
 
 /**
  * Addresses probed per read (one BatchGetItem of address claims; DynamoDB bills every key,
@@ -40,7 +40,7 @@ export class AddressFinder {
    * race each other for an address).
    */
   constructor(
-    private readonly claims: ClaimStore,
+    private readonly claims: ClaimsPort & PoolPort,
     private readonly pool: VipPool,
     private readonly nowMs: number,
     private readonly quarantineSeconds: number,

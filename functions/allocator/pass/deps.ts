@@ -1,5 +1,5 @@
 import type { VipPool } from "../../domain/pool.ts";
-import type { ClaimStore, MeshSource, VipItemStore } from "../../store/ports.ts";
+import type { ClaimsPort, MeshSource, PoolPort, VipItemStore } from "../../store/ports.ts";
 import type { Telemetry } from "../telemetry.ts";
 import type { AddressFinder } from "./address-finder.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
@@ -9,7 +9,8 @@ import type { ServiceSetView } from "./service-set-view.ts";
 export interface PassPorts {
   readonly source: MeshSource;
   readonly vipItems: VipItemStore;
-  readonly claims: ClaimStore;
+  /** The claims and the range's cursor (the pass never reads the sweep's position). */
+  readonly claims: ClaimsPort & PoolPort;
   readonly telemetry: Telemetry;
 }
 

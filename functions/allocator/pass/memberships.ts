@@ -1,7 +1,7 @@
 import { VersionConflictError } from "../../domain/errors.ts";
 import { own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
-import type { ClaimStore, LeaveRequest, MembershipRequest } from "../../store/ports.ts";
+import type { ClaimsPort, LeaveRequest, MembershipRequest } from "../../store/ports.ts";
 import { backoffMs, type ReconcileDeps } from "./deps.ts";
 import { fenceItem } from "./fence.ts";
 
@@ -19,7 +19,7 @@ export type Asserted = Map<string, Membership>;
  * the claim already carries this membership at a version at least as new (another writer of the
  * same mesh asserted it); otherwise the caller re-reads and tries again.
  */
-export async function joinMesh(claims: ClaimStore, request: MembershipRequest): Promise<boolean> {
+export async function joinMesh(claims: ClaimsPort, request: MembershipRequest): Promise<boolean> {
   const result = await claims.putMembership(request);
   if (result.written) return true;
   const claim = result.claim;
@@ -43,7 +43,7 @@ export type LeaveOutcome = "released" | "left" | "kept";
  * fails the condition, the membership is gone and the claim must still be released (no leak).
  */
 export async function leaveMesh(
-  claims: ClaimStore,
+  claims: ClaimsPort,
   request: LeaveRequest & { readonly nowMs: number },
 ): Promise<LeaveOutcome> {
   const { nowMs, ...leave } = request;

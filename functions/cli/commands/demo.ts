@@ -161,6 +161,7 @@ export async function demoCommand(options: {
       domain: DNS_DEFAULTS.domain,
       ttl: DNS_DEFAULTS.ttl,
       intervalMs: 1000,
+      ignoreTtlRule: true,
     });
     out.note(
       `DNS responder (UDP and TCP, answers from memory): ${digHint(items, dns.port, DNS_DEFAULTS.domain)}`,

@@ -1,8 +1,8 @@
 import type { AllocatorConfig } from "../../allocator/config.ts";
 import { summarizeDiff } from "../../reader/diff.ts";
 import { NameTable, normalizeDomain, reverseName } from "../../reader/dns-names.ts";
-import { DnsResponder } from "../../reader/dns-responder.ts";
 import { VipReaderError } from "../../reader/errors.ts";
+import { checkDnsTtl, type DnsServer, DnsTtlError, serveDns } from "../../reader/serve-dns.ts";
 import { canonicalVip, type MalformedItem } from "../../reader/snapshot.ts";
 import { VipReader } from "../../reader/vip-reader.ts";
 import type { CliContext, Output } from "../context.ts";
@@ -49,16 +49,21 @@ export function domainOf(flags: DnsFlags): string {
 const MAX_TTL = 2 ** 31 - 1;
 
 /**
- * The TTL check: an answer may be cached for the TTL after the responder last refreshed, and
- * the responder's snapshot may be one interval old. While TTL + interval is below the
- * quarantine, a cached answer never names an address another service has taken since.
+ * The TTL rule (functions/reader/serve-dns.ts) as a usage error naming the flags: TTL + interval
+ * must stay within the quarantine.
  */
 export function checkTtl(ttl: number, intervalSeconds: number, quarantineSeconds: number): void {
-  if (ttl + intervalSeconds > quarantineSeconds) {
-    throw new UsageError(
-      `--ttl ${ttl} with a refresh every ${intervalSeconds} s exceeds the quarantine (VIP_QUARANTINE_SECONDS=${quarantineSeconds}): a cached answer could name a VIP already given to another service; lower --ttl or --interval, or pass --force`,
-    );
+  try {
+    checkDnsTtl(ttl, intervalSeconds, quarantineSeconds);
+  } catch (error) {
+    throw error instanceof DnsTtlError ? ttlUsageError(error) : error;
   }
+}
+
+function ttlUsageError(error: DnsTtlError): UsageError {
+  return new UsageError(
+    `--ttl ${error.ttl} with a refresh every ${error.intervalSeconds} s exceeds the quarantine (VIP_QUARANTINE_SECONDS=${error.quarantineSeconds}): a cached answer could name a VIP already given to another service; lower --ttl or --interval, or pass --force`,
+  );
 }
 
 function reporter(out: Output): (item: MalformedItem) => void {
@@ -90,7 +95,7 @@ function collisionLogger(out: Output): (table: NameTable) => void {
   };
 }
 
-/** A DNS responder fed by a reader; shared by `dns` and the demo. */
+/** A DNS responder fed by a reader (serveDns), logging to the CLI; shared by `dns` and the demo. */
 export async function startDnsResponder(options: {
   readonly ctx: CliContext;
   readonly config: AllocatorConfig;
@@ -99,52 +104,38 @@ export async function startDnsResponder(options: {
   readonly domain: string;
   readonly ttl: number;
   readonly intervalMs: number;
-}): Promise<{ port: number; names: () => NameTable; stop: () => Promise<void> }> {
+  /** `--force`, and the demo (which has always served without the rule). */
+  readonly ignoreTtlRule: boolean;
+}): Promise<DnsServer> {
   const { ctx, config } = options;
   const reader = new VipReader({
     client: ctx.ddb,
     table: ctx.tables.vips,
     onMalformed: reporter(ctx.out),
   });
-  await reader.refresh().catch(failed);
-  const build = () =>
-    new NameTable(reader.snapshot, { domain: options.domain, ranges: [config.pool.cidr] });
-  const logCollisions = collisionLogger(ctx.out);
-  let table = build();
-  logCollisions(table);
-  const responder = new DnsResponder({
-    host: options.host,
-    port: options.port,
-    ttl: options.ttl,
-    table,
-    log: (line) => ctx.out.note(line),
-  });
-  const { port } = await responder.start();
-  const watch = reader.watch(
-    (diff) => {
-      table = build();
-      responder.update(table);
-      logCollisions(table);
-      ctx.out.note(
-        `dns: refresh: ${summarizeDiff(diff)}; ${table.size} names in ${reader.meshes().length} meshes`,
-      );
-    },
-    {
+  try {
+    return await serveDns(reader, {
+      ttl: options.ttl,
       intervalMs: options.intervalMs,
-      // The snapshot was just read: the first refresh runs one interval from now.
-      immediate: false,
+      quarantineSeconds: config.quarantineSeconds,
+      ignoreTtlRule: options.ignoreTtlRule,
+      host: options.host,
+      port: options.port,
+      domain: options.domain,
+      ranges: [config.pool.cidr],
+      log: (line) => ctx.out.note(line),
+      onNames: collisionLogger(ctx.out),
+      onRefresh: (diff, table) =>
+        ctx.out.note(
+          `dns: refresh: ${summarizeDiff(diff)}; ${table.size} names in ${reader.meshes().length} meshes`,
+        ),
       onError: (error) =>
         ctx.out.note(`dns: refresh failed, answering from the last snapshot: ${error.message}`),
-    },
-  );
-  return {
-    port,
-    names: () => table,
-    stop: async () => {
-      await watch.stop();
-      await responder.stop();
-    },
-  };
+    });
+  } catch (error) {
+    if (error instanceof DnsTtlError) throw ttlUsageError(error);
+    return failed(error);
+  }
 }
 
 /** `dns`: serve A/AAAA/PTR for the VIPs over UDP and TCP until Ctrl-C. */
@@ -159,8 +150,7 @@ export async function dnsCommand(
   if (interval === 0) throw new UsageError("--interval must be at least 1 second");
   const domain = domainOf(flags);
   const host = flags.host ?? DNS_DEFAULTS.host;
-  if (flags.force !== true) checkTtl(ttl, interval, config.quarantineSeconds);
-  let server: Awaited<ReturnType<typeof startDnsResponder>>;
+  let server: DnsServer;
   try {
     server = await startDnsResponder({
       ctx,
@@ -170,6 +160,7 @@ export async function dnsCommand(
       domain,
       ttl,
       intervalMs: interval * 1000,
+      ignoreTtlRule: flags.force === true,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
