@@ -152,27 +152,36 @@ interface ReconcileJson {
   readonly indexRecordsWritten?: number;
 }
 
+/**
+ * Fresh tables holding `meshes` x `perMesh` dataplanes written before any stream was read, and
+ * the sweep's Lambda entry on them with a fake clock that moves one second per reading.
+ */
+async function sweepEntryOnFreshTables(meshes: number, perMesh: number) {
+  const env: Record<string, string> = {
+    ...cli.freshTableEnv(),
+    DYNAMODB_ENDPOINT: emulator.endpoint,
+  };
+  expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
+  const seed = await seedTables(env, meshes, perMesh);
+  const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
+  const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+  let clock = Date.parse("2026-12-01T00:00:00Z");
+  const telemetry = new InMemoryTelemetry();
+  const handler = createSweepHandler(config, {
+    client: raw,
+    telemetry,
+    now: () => {
+      clock += 1_000;
+      return clock;
+    },
+  });
+  return { env, seed, raw, telemetry, handler };
+}
+
 describe("the sweep's Lambda entry on the local engine", { timeout: 120_000 }, () => {
   it("stops before its remaining time runs out, stores its position, and the next invocation continues the cycle", async () => {
     // Arrange: a fake clock that moves one second per reading; each invocation has 30 s.
-    const env: Record<string, string> = {
-      ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: emulator.endpoint,
-    };
-    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
-    const seed = await seedTables(env, 8, 3);
-    const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
-    const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
-    let clock = Date.parse("2026-12-01T00:00:00Z");
-    const telemetry = new InMemoryTelemetry();
-    const handler = createSweepHandler(config, {
-      client: raw,
-      telemetry,
-      now: () => {
-        clock += 1_000;
-        return clock;
-      },
-    });
+    const { env, seed, raw, telemetry, handler } = await sweepEntryOnFreshTables(8, 3);
     const context = { getRemainingTimeInMillis: () => 30_000 };
 
     // Act
@@ -202,24 +211,7 @@ describe("a backfill larger than one invocation, on the local engine", { timeout
   it("rebuilds the index of 5,000 dataplanes over several invocations, marked as a backfill throughout, with nothing on the alarm's metric", async () => {
     // Arrange: 5,000 dataplanes in 20 meshes written before any stream was read (an existing
     // table); a fake clock that moves a second per reading; each invocation has 20 s.
-    const env: Record<string, string> = {
-      ...cli.freshTableEnv(),
-      DYNAMODB_ENDPOINT: emulator.endpoint,
-    };
-    expect((await cli.vips(["tables", "create"], { env })).code).toBe(0);
-    const seed = await seedTables(env, 20, 250);
-    const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
-    const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
-    let clock = Date.parse("2026-12-01T00:00:00Z");
-    const telemetry = new InMemoryTelemetry();
-    const handler = createSweepHandler(config, {
-      client: raw,
-      telemetry,
-      now: () => {
-        clock += 1_000;
-        return clock;
-      },
-    });
+    const { env, seed, raw, telemetry, handler } = await sweepEntryOnFreshTables(20, 250);
     const context = { getRemainingTimeInMillis: () => 20_000 };
 
     // Act: the trigger's backfill, then the schedule's invocations until the cycle ends
