@@ -157,8 +157,15 @@ export async function settleAfterFailure(
         await leaveDeletedItem(mesh, failure.deleted, deps);
         failure.deleted = undefined;
       }
-      if (asserted.size > 0)
-        await retract(mesh, deps, asserted, await fencedItem(mesh, deps, asserted));
+      if (asserted.size > 0) {
+        const committed = await fencedItem(mesh, deps, asserted);
+        // No item yet: this pass was a create, and a concurrent create of the same mesh (another
+        // incarnation) may be about to write an item that lists these services, its membership
+        // overwritten by ours. Leaving now could release a service that item lists; a claim kept
+        // longer is safe, so they are left to the next pass of the mesh or the sweep.
+        if (committed === undefined) return;
+        await retract(mesh, deps, asserted, committed);
+      }
       return;
     } catch (error) {
       if (tries === 3) {
