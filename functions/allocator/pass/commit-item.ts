@@ -5,7 +5,7 @@ import type { VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { inputsStill } from "./inputs.ts";
-import { type Asserted, leaveAll, retract } from "./memberships.ts";
+import { type Asserted, joinMesh, leaveAll, retract } from "./memberships.ts";
 import { type Attempt, outcome, settled } from "./outcome.ts";
 import type { Claimed } from "./plan-and-claim.ts";
 import { waiting, waitingAndWake } from "./waiting.ts";
@@ -86,6 +86,7 @@ export async function commitItem(
   const released = await leaveAll(leaving, mesh, item, deps);
   if (released > 0) finder.freed();
   await retract(mesh, deps, asserted, item);
+  if (current === undefined) await reassertAfterCreate(item, deps);
   const { added, renumbered } = claimed;
   const removed = recordOf(plan.removed);
   const allocations = Object.keys(added).length;
@@ -162,4 +163,32 @@ async function unchanged(
     ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
     wake,
   });
+}
+
+/**
+ * After a create: a concurrent create of the same mesh (another incarnation, which then lost
+ * its write) may have overwritten the memberships this item's services hold with its own,
+ * before this pass's write; if that pass then failed before it saw this item, nothing would
+ * put them back, and the services would be held by a dead incarnation. The claims of the
+ * listed services are read once and any membership of another incarnation is asserted again
+ * for this item's (a create happens once per mesh life, so the read is rare).
+ */
+async function reassertAfterCreate(item: VipItem, deps: ReconcileDeps): Promise<void> {
+  const services = Object.keys(item.vips);
+  if (services.length === 0) return;
+  const claims = await deps.claims.getServices(services);
+  for (const service of services) {
+    const claim = claims.get(service);
+    const vip = own(item.vips, service);
+    if (claim === undefined || vip === undefined || claim.vip !== vip) continue;
+    const held = claim.meshes.get(item.mesh);
+    if (held?.incarnation === item.incarnation) continue;
+    await joinMesh(deps.claims, {
+      service,
+      vip,
+      mesh: item.mesh,
+      membership: { incarnation: item.incarnation, version: item.version },
+      resume: claim.releasedAt !== undefined,
+    });
+  }
 }
