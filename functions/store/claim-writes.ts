@@ -128,16 +128,29 @@ function addressWrites(
     claimedAt: nowMs,
   };
   const previous = candidate.reclaimFrom;
-  if (previous?.former === true) {
-    const take: ClaimWrite = {
-      key,
-      action: "put",
-      item,
-      conditionExpression: "claimId = :previous",
-      values: { ":previous": previous.claimId },
-      holds: (old) => old !== undefined && old.claimId === previous.claimId,
-      apply: () => item,
-    };
+  if (previous === undefined) {
+    return [
+      {
+        key,
+        action: "put",
+        item,
+        conditionExpression: "attribute_not_exists(pk)",
+        holds: (old) => old === undefined,
+        apply: () => item,
+      },
+    ];
+  }
+  // The address taken over, only from the exact claim the finder saw.
+  const take: ClaimWrite = {
+    key,
+    action: "put",
+    item,
+    conditionExpression: "claimId = :previous",
+    values: { ":previous": previous.claimId },
+    holds: (old) => old !== undefined && old.claimId === previous.claimId,
+    apply: () => item,
+  };
+  if (previous.former === true) {
     // Its own former address: the service's own write (a move, conditional on the VIP it
     // holds) is the check.
     if (previous.owner === service) return [take];
@@ -152,27 +165,7 @@ function addressWrites(
         holds: (old) => old === undefined || old.vip !== candidate.vip,
         apply: (old) => old,
       },
-      {
-        key,
-        action: "put",
-        item,
-        conditionExpression: "claimId = :previous",
-        values: { ":previous": previous.claimId },
-        holds: (old) => old !== undefined && old.claimId === previous.claimId,
-        apply: () => item,
-      },
-    ];
-  }
-  if (previous === undefined) {
-    return [
-      {
-        key,
-        action: "put",
-        item,
-        conditionExpression: "attribute_not_exists(pk)",
-        holds: (old) => old === undefined,
-        apply: () => item,
-      },
+      take,
     ];
   }
   return [
@@ -195,14 +188,6 @@ function addressWrites(
           old.releasedAt <= reclaimCutoffMs),
       apply: () => undefined,
     },
-    {
-      key,
-      action: "put",
-      item,
-      conditionExpression: "claimId = :previous",
-      values: { ":previous": previous.claimId },
-      holds: (old) => old !== undefined && old.claimId === previous.claimId,
-      apply: () => item,
-    },
+    take,
   ];
 }
