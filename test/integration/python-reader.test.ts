@@ -82,7 +82,10 @@ describe("the Python reader (examples/python, boto3)", () => {
       cpSync(join(VECTORS, "format2-large.json"), join(dir, "format2-large.json"));
       const file = join(dir, "format2-large.json");
       const vector = JSON.parse(readFileSync(file, "utf8")) as { expected: PyView };
-      vector.expected.vips.__proto__ = "240.9.9.9";
+      vector.expected.vips = {
+        ...vector.expected.vips,
+        ...Object.fromEntries([["__proto__", "240.9.9.9"]]),
+      };
       writeFileSync(file, JSON.stringify(vector));
       const out = await python("vectors", dir);
       expect(out.stdout).toContain("FAIL format2-large: differs in vips");
@@ -113,7 +116,7 @@ describe("the Python reader (examples/python, boto3)", () => {
     const two = JSON.parse((await python("get", "big", ...live())).stdout) as PyView;
     expect(two.format).toBe(2);
     expect(Object.keys(two.vips)).toHaveLength(2001);
-    expect(two.vips.__proto__).toBe("240.1.0.1");
+    expect(new Map(Object.entries(two.vips)).get("__proto__")).toBe("240.1.0.1");
 
     expect((await python("get", "missing", ...live())).code).toBe(1);
   });
