@@ -2,13 +2,19 @@
  * `npm run build` (also npm's `prepack`): what the package ships, under dist/.
  * - the reader (`serverless-vip-allocator/reader`): ES modules and `.d.ts` from tsc
  *   (tsconfig.build.json), and one CommonJS file bundled by esbuild (dependencies left external);
+ * - the construct library (`serverless-vip-allocator/cdk`): ES modules and `.d.ts` from the same
+ *   tsc run;
+ * - the function code the installed construct deploys (decision 082): the allocator's bundle
+ *   (dist/lambda/allocator, the esbuild options NodejsFunction uses in this repository) and the
+ *   backfill trigger's handler (dist/lambda/backfill/index.js, CommonJS).
  * Everything is rebuilt from scratch (dist/ is removed first). Decision 080.
  */
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { buildAllocatorBundle, compileBackfillHandler } from "../infra/allocator-esbuild.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = join(root, "dist");
@@ -35,6 +41,10 @@ await build({
   outfile: join(dist, "reader.cjs"),
   logLevel: "warning",
 });
+const bundle = await buildAllocatorBundle(join(dist, "lambda", "allocator"));
+if (bundle.errors.length > 0) throw new Error(`allocator bundle: ${JSON.stringify(bundle.errors)}`);
+mkdirSync(join(dist, "lambda", "backfill"), { recursive: true });
+writeFileSync(join(dist, "lambda", "backfill", "index.js"), compileBackfillHandler());
 process.stderr.write(`[build] dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 
 /**
