@@ -22,7 +22,7 @@ beforeAll(async () => {
   process.stderr.write(
     `[package] npm pack: ${packed.bytes} bytes, ${packed.files.length} files, ${packed.seconds.toFixed(1)} s (build included)\n`,
   );
-}, 120_000);
+}, 300_000);
 
 afterAll(() => {
   packed?.cleanUp();
@@ -47,7 +47,7 @@ describe("the reader package, installed from the tarball", () => {
       ]),
     );
     await world.drain();
-  }, 120_000);
+  }, 300_000);
 
   afterAll(async () => {
     world?.close();
@@ -180,7 +180,7 @@ main().catch((error) => { console.error(error); process.exit(1); });
       .node(join(REPO_ROOT, "node_modules/typescript/bin/tsc"), {})
       .catch((error: { stdout?: string }) => `tsc failed:\n${error.stdout ?? String(error)}`);
     expect(out).toBe("");
-  });
+  }, 180_000);
 });
 
 /** The construct library's pinned versions this repository tests (its devDependencies). */
@@ -261,7 +261,7 @@ describe("the construct library, installed from the tarball into a scratch CDK a
     );
     nag = JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as typeof nag;
     platform = read(outdir, "Platform.template.json");
-  }, 240_000);
+  }, 400_000);
 
   afterAll(() => {
     scratch?.cleanUp();
@@ -374,6 +374,48 @@ describe("the construct library, installed from the tarball into a scratch CDK a
     expect(a.names).toEqual(b.names);
     expect(a.sources.map(fromRoot)).toEqual(b.sources.map(fromRoot));
   });
+
+  it("type-checks a TypeScript CDK app against the shipped .d.ts, and ships the item's schema", async () => {
+    scratch.write(
+      "stack.ts",
+      [
+        'import { App, Duration, Stack } from "aws-cdk-lib";',
+        'import { VipAllocator, type VipAllocatorProps } from "serverless-vip-allocator/cdk";',
+        'const props: VipAllocatorProps = { serviceName: "vips", timeout: Duration.seconds(90) };',
+        'const allocator = new VipAllocator(new Stack(new App(), "S"), "Vips", props);',
+        "const name: string = allocator.vipsTable.tableName;",
+        "// @ts-expect-error: memorySize is a number",
+        'new VipAllocator(new Stack(new App(), "T"), "Vips", { memorySize: "512" });',
+        "export { name };",
+        "",
+      ].join("\n"),
+    );
+    scratch.write(
+      "tsconfig.json",
+      JSON.stringify({
+        compilerOptions: {
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          target: "ES2022",
+          strict: true,
+          noEmit: true,
+          typeRoots: [join(REPO_ROOT, "node_modules/@types")],
+          types: ["node"],
+          skipLibCheck: true,
+        },
+        files: ["stack.ts"],
+      }),
+    );
+    const out = await scratch
+      .node(join(REPO_ROOT, "node_modules/typescript/bin/tsc"), {})
+      .catch((error: { stdout?: string }) => `tsc failed:\n${error.stdout ?? String(error)}`);
+    expect(out).toBe("");
+    const schema = scratch.write(
+      "schema.cjs",
+      'console.log(require.resolve("serverless-vip-allocator/schema/vip-item.schema.json"));',
+    );
+    expect((await scratch.node(schema)).trim()).toMatch(/schema\/vip-item\.schema\.json$/);
+  }, 180_000);
 
   it("inlines the same backfill trigger handler as this repository's synth", () => {
     const existing = read(outdir, "Existing.template.json");
