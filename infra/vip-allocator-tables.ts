@@ -88,9 +88,9 @@ export function importInputTable(
 }
 
 /**
- * Fails synth when a private table has replicas (`addReplica`, or an escape-hatch override
- * of `Replicas`): the claims' conditional writes and transactions, and the index's
- * version-conditional records, hold only within one region.
+ * Fails synth when a private table has replicas (`addReplica`, or `replicas` in its props):
+ * the claims' conditional writes and transactions, and the index's version-conditional
+ * records, hold only within one region.
  */
 export function guardSingleRegion(table: TableV2, name: string, ownerPath: string): void {
   table.node.addValidation({
@@ -111,18 +111,12 @@ export function guardSingleRegion(table: TableV2, name: string, ownerPath: strin
   });
 }
 
-/** The `Replicas` a global table renders, property overrides (escape hatches) included. */
+/**
+ * The `Replicas` a global table renders from its props and `addReplica` (public API only:
+ * escape-hatch property overrides are not visible to it, see decision 032).
+ */
 function renderedReplicas(cfn: CfnGlobalTable): { Region?: unknown }[] {
-  const stack = Stack.of(cfn);
-  const render = (cfn as unknown as { _toCloudFormation?: () => unknown })._toCloudFormation;
-  let replicas: unknown;
-  if (typeof render === "function") {
-    const rendered = stack.resolve(render.call(cfn)) as {
-      Resources?: Record<string, { Properties?: { Replicas?: unknown } }>;
-    };
-    replicas = Object.values(rendered.Resources ?? {})[0]?.Properties?.Replicas;
-  } else {
-    replicas = stack.resolve(cfn.replicas);
-  }
-  return Array.isArray(replicas) ? (replicas as { Region?: unknown }[]) : [];
+  const replicas = Stack.of(cfn).resolve(cfn.replicas);
+  if (!Array.isArray(replicas)) return [];
+  return (replicas as { region?: unknown }[]).map((replica) => ({ Region: replica?.region }));
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
-import { DocumentClient } from "../store/document-client.ts";
+import { DocumentClient, type DocumentClientOptions } from "../store/document-client.ts";
 import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
 import { DynamoMembershipIndex } from "../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
@@ -33,13 +33,15 @@ export interface RuntimeOptions {
   /** The SDK client to use (default: one for the configured endpoint). */
   readonly client?: DynamoDBClient;
   readonly now?: () => number;
+  /** How the adapters' document client asks for items (the cost bench's baseline turns off). */
+  readonly documentClient?: DocumentClientOptions;
 }
 
 export function createRuntime(config: AllocatorConfig, options: RuntimeOptions = {}): Runtime {
   const client = options.client ?? createDynamoClient(config);
   return {
     client,
-    ports: dynamoPorts(config, client),
+    ports: dynamoPorts(config, client, options.documentClient),
     settings: passSettings(config, options.now),
   };
 }
@@ -71,8 +73,12 @@ function passSettings(config: AllocatorConfig, now: () => number = Date.now) {
 }
 
 /** The DynamoDB adapters of the input tables and the allocator's own tables, over one client. */
-export function dynamoPorts(config: AllocatorConfig, client: DynamoDBClient): DynamoPorts {
-  const doc = new DocumentClient(client);
+export function dynamoPorts(
+  config: AllocatorConfig,
+  client: DynamoDBClient,
+  options: DocumentClientOptions = {},
+): DynamoPorts {
+  const doc = new DocumentClient(client, options);
   return {
     source: new DynamoMeshSource(client, config.tables),
     vipItems: new DynamoVipItemStore(doc, config.tables.vips),

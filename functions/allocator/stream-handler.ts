@@ -1,21 +1,18 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { type BatchSettings, processBatch } from "./batch/process-batch.ts";
 import type { AllocatorConfig } from "./config.ts";
 import type { MeshOutcome } from "./pass/outcome.ts";
 import { PowertoolsTelemetry } from "./powertools-telemetry.ts";
-import { createRuntime } from "./runtime.ts";
+import { createRuntime, type RuntimeOptions } from "./runtime.ts";
 import type { Telemetry } from "./telemetry.ts";
 
 /** What Lambda (or the local poller) calls with a batch of stream records from either table. */
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
 
-export interface StreamHandlerOptions {
+export interface StreamHandlerOptions extends RuntimeOptions {
   readonly telemetry?: Telemetry;
-  readonly client?: DynamoDBClient;
   /** Meshes reconciled at once within one invocation. */
   readonly concurrency?: number;
-  readonly now?: () => number;
   /** Called with each mesh's outcome (the local CLI prints them). */
   readonly onOutcome?: (outcome: MeshOutcome) => void;
 }

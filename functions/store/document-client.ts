@@ -56,12 +56,12 @@ export type TransactItem =
   | { readonly ConditionCheck: DeleteInput };
 
 /**
- * Thrown for a failed condition. It does not carry the item DynamoDB found: moto 5.2.1 answers
- * `ReturnValuesOnConditionCheckFailure: ALL_OLD` with an `Item` the JavaScript SDK cannot
- * deserialize, so callers that need the current item read it again.
+ * Thrown for a failed condition. `found` is the item the condition failed on, when the engine
+ * returned it (`ReturnValuesOnConditionCheckFailure: ALL_OLD`: DynamoDB, DynamoDB Local and moto
+ * 5.2.1 do, at no read cost); undefined when there was no item or the engine returned none.
  */
 export class ConditionFailed extends Error {
-  constructor() {
+  constructor(readonly found: PlainRecord | undefined) {
     super("the condition of a write failed");
     this.name = "ConditionFailed";
   }
@@ -82,8 +82,19 @@ function expressions(input: Expressions) {
 }
 
 function conditionFailed(error: unknown): never {
-  if (error instanceof ConditionalCheckFailedException) throw new ConditionFailed();
+  if (error instanceof ConditionalCheckFailedException) {
+    throw new ConditionFailed(error.Item === undefined ? undefined : fromAttributeMap(error.Item));
+  }
   throw error;
+}
+
+/** Options of {@link DocumentClient}. */
+export interface DocumentClientOptions {
+  /**
+   * Ask for the item a failed condition found (`ReturnValuesOnConditionCheckFailure: ALL_OLD`)
+   * so the caller need not read it again. @default true (false: the cost bench's baseline)
+   */
+  readonly returnOnConditionFailure?: boolean;
 }
 
 /**
@@ -92,7 +103,17 @@ function conditionFailed(error: unknown): never {
  * failed condition surfaced as {@link ConditionFailed}.
  */
 export class DocumentClient {
-  constructor(readonly client: DynamoDBClient) {}
+  private readonly onFailure: { ReturnValuesOnConditionCheckFailure?: "ALL_OLD" };
+
+  constructor(
+    readonly client: DynamoDBClient,
+    options: DocumentClientOptions = {},
+  ) {
+    this.onFailure =
+      options.returnOnConditionFailure === false
+        ? {}
+        : { ReturnValuesOnConditionCheckFailure: "ALL_OLD" };
+  }
 
   async get(input: GetInput): Promise<PlainRecord | undefined> {
     const result = await this.client.send(
@@ -109,6 +130,7 @@ export class DocumentClient {
           TableName: input.TableName,
           Item: toAttributeMap(input.Item),
           ...expressions(input),
+          ...this.failureReturn(input),
           ...(input.ReturnValues !== undefined ? { ReturnValues: input.ReturnValues } : {}),
         }),
       );
@@ -127,6 +149,7 @@ export class DocumentClient {
           Key: toAttributeMap(input.Key),
           UpdateExpression: input.UpdateExpression,
           ...expressions(input),
+          ...this.failureReturn(input),
           ...(input.ReturnValues !== undefined ? { ReturnValues: input.ReturnValues } : {}),
         }),
       );
@@ -144,6 +167,7 @@ export class DocumentClient {
           TableName: input.TableName,
           Key: toAttributeMap(input.Key),
           ...expressions(input),
+          ...this.failureReturn(input),
           ...(input.ReturnValues !== undefined ? { ReturnValues: input.ReturnValues } : {}),
         }),
       );
@@ -153,12 +177,27 @@ export class DocumentClient {
     }
   }
 
-  /** Throws the SDK's `TransactionCanceledException` when the transaction is cancelled. */
+  /** Only a conditional request can fail its condition. */
+  private failureReturn(input: Expressions) {
+    return input.ConditionExpression === undefined ? {} : this.onFailure;
+  }
+
+  /**
+   * Throws the SDK's `TransactionCanceledException` when the transaction is cancelled; each
+   * failed condition's reason carries the item it found (see {@link DocumentClientOptions}).
+   */
   async transactWrite(items: readonly TransactItem[]): Promise<void> {
     const TransactItems: TransactWriteItem[] = items.map((item) => {
       if ("Put" in item) {
         const { TableName, Item } = item.Put; // ReturnValues does not apply in a transaction
-        return { Put: { TableName, Item: toAttributeMap(Item), ...expressions(item.Put) } };
+        return {
+          Put: {
+            TableName,
+            Item: toAttributeMap(Item),
+            ...expressions(item.Put),
+            ...this.failureReturn(item.Put),
+          },
+        };
       }
       if ("Update" in item) {
         const { TableName, Key, UpdateExpression } = item.Update;
@@ -168,12 +207,20 @@ export class DocumentClient {
             Key: toAttributeMap(Key),
             UpdateExpression,
             ...expressions(item.Update),
+            ...this.failureReturn(item.Update),
           },
         };
       }
       if ("Delete" in item) {
         const { TableName, Key } = item.Delete;
-        return { Delete: { TableName, Key: toAttributeMap(Key), ...expressions(item.Delete) } };
+        return {
+          Delete: {
+            TableName,
+            Key: toAttributeMap(Key),
+            ...expressions(item.Delete),
+            ...this.failureReturn(item.Delete),
+          },
+        };
       }
       const { TableName, Key } = item.ConditionCheck;
       const parts = expressions(item.ConditionCheck);
@@ -183,6 +230,7 @@ export class DocumentClient {
           Key: toAttributeMap(Key),
           ...parts,
           ConditionExpression: parts.ConditionExpression ?? "attribute_exists(pk)",
+          ...this.onFailure,
         },
       };
     });

@@ -1,4 +1,5 @@
 import { TransactionCanceledException } from "@aws-sdk/client-dynamodb";
+import { fromAttributeMap } from "./attribute-values.ts";
 import type { ClaimWrite, Item } from "./claim-items.ts";
 import { ConditionFailed, type DocumentClient, type TransactItem } from "./document-client.ts";
 import { type ClaimTable, TableClaimStore, type WriteOutcome } from "./table-claim-store.ts";
@@ -41,9 +42,9 @@ export class DynamoClaimTable implements ClaimTable {
       await this.doc.transactWrite(writes.map((write) => this.transactItem(write)));
       return { ok: true, item: undefined };
     } catch (error) {
-      const failed = cancelledIndexes(error);
-      if (failed === undefined) throw error;
-      return { ok: false, failed };
+      const cancelled = cancelledIndexes(error);
+      if (cancelled === undefined) throw error;
+      return { ok: false, ...cancelled };
     }
   }
 
@@ -68,7 +69,11 @@ export class DynamoClaimTable implements ClaimTable {
       });
       return { ok: true, item };
     } catch (error) {
-      if (error instanceof ConditionFailed) return { ok: false, failed: new Set([0]) };
+      if (error instanceof ConditionFailed) {
+        const found = new Map<number, Item>();
+        if (error.found !== undefined) found.set(0, error.found);
+        return { ok: false, failed: new Set([0]), found };
+      }
       throw error;
     }
   }
@@ -105,17 +110,24 @@ export class DynamoClaimTable implements ClaimTable {
   }
 }
 
-/** Which transaction items failed; undefined for anything that is not a lost condition. */
-function cancelledIndexes(error: unknown): Set<number> | undefined {
+/**
+ * Which transaction items failed, with the items their conditions found; undefined for anything
+ * that is not a lost condition.
+ */
+function cancelledIndexes(
+  error: unknown,
+): { failed: Set<number>; found: Map<number, Item> } | undefined {
   if (!(error instanceof TransactionCanceledException)) return undefined;
   const failed = new Set<number>();
+  const found = new Map<number, Item>();
   for (const [index, reason] of (error.CancellationReasons ?? []).entries()) {
     const code = reason.Code ?? "None";
     if (code === "None") continue;
     if (code !== "ConditionalCheckFailed" && code !== "TransactionConflict") return undefined;
     failed.add(index);
+    if (reason.Item !== undefined) found.set(index, fromAttributeMap(reason.Item));
   }
-  return failed;
+  return { failed, found };
 }
 
 /** The claim store on DynamoDB. */

@@ -1,7 +1,7 @@
-import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
+import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
-import type { ItemRevision, Page, VipItemStore } from "./ports.ts";
+import type { ItemRevision, ItemWriteResult, Page, VipItemStore } from "./ports.ts";
 import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
 
 /**
@@ -21,7 +21,7 @@ export class DynamoVipItemStore implements VipItemStore {
     return item === undefined ? undefined : decodeVipItem(item);
   }
 
-  async put(item: VipItem, expected: ItemRevision | undefined): Promise<number> {
+  async put(item: VipItem, expected: ItemRevision | undefined): Promise<ItemWriteResult> {
     const { stored, bytes } = encodeVipItem(item);
     try {
       await this.doc.put({
@@ -35,15 +35,13 @@ export class DynamoVipItemStore implements VipItemStore {
           : revisionCondition(expected)),
       });
     } catch (error) {
-      if (error instanceof ConditionFailed) {
-        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected?.version);
-      }
+      if (error instanceof ConditionFailed) return lost(error.found);
       throw error;
     }
-    return bytes;
+    return { written: true, bytes };
   }
 
-  async delete(mesh: string, expected: ItemRevision): Promise<void> {
+  async delete(mesh: string, expected: ItemRevision): Promise<ItemWriteResult> {
     try {
       await this.doc.delete({
         TableName: this.table,
@@ -51,11 +49,10 @@ export class DynamoVipItemStore implements VipItemStore {
         ...revisionCondition(expected),
       });
     } catch (error) {
-      if (error instanceof ConditionFailed) {
-        throw new VersionConflictError(`VIP item of mesh ${mesh}`, expected.version);
-      }
+      if (error instanceof ConditionFailed) return lost(error.found);
       throw error;
     }
+    return { written: true, bytes: 0 };
   }
 
   async itemPage(
@@ -99,6 +96,19 @@ export class DynamoVipItemStore implements VipItemStore {
       items: page.items.flatMap((item) => (typeof item.mesh === "string" ? [item.mesh] : [])),
       next: page.next?.mesh?.S,
     };
+  }
+}
+
+/**
+ * A lost condition, with the item it found when the engine returned one that decodes (a
+ * malformed item is left for the caller's read, which reports it as such).
+ */
+function lost(found: PlainRecord | undefined): ItemWriteResult {
+  if (found === undefined) return { written: false, found: "unknown" };
+  try {
+    return { written: false, found: decodeVipItem(found) };
+  } catch {
+    return { written: false, found: "unknown" };
   }
 }
 

@@ -111,18 +111,29 @@ export interface ItemRevision {
   readonly incarnation: string;
 }
 
+/**
+ * What a conditional write of a VIP item did. A failed condition is an answer, not an error
+ * (the convention of every port: claims answer the same way): `found` is the item the engine
+ * found when the condition failed, returned with the write's response at no read cost, or
+ * `"unknown"` when the engine returned none (no item there, or an engine that does not return
+ * it): the caller reads the item again when it needs it.
+ */
+export type ItemWriteResult =
+  | { readonly written: true; readonly bytes: number }
+  | { readonly written: false; readonly found: VipItem | "unknown" };
+
 /** The public per-mesh VIP items. Writes are conditional on the revision read before. */
 export interface VipItemStore {
   /** Strongly consistent read. */
   get(mesh: string): Promise<VipItem | undefined>;
   /**
    * Writes `item` if the stored item is still at `expected` (version and incarnation;
-   * undefined: the item must not exist). Throws `VersionConflictError` otherwise. Returns the
-   * item's size in bytes.
+   * undefined: the item must not exist); `bytes` is the item's size. Throws only for what is
+   * not a lost race (`VipItemTooLargeError`, the engine's errors).
    */
-  put(item: VipItem, expected: ItemRevision | undefined): Promise<number>;
-  /** Deletes the item if it is still at `expected`; else `VersionConflictError`. */
-  delete(mesh: string, expected: ItemRevision): Promise<void>;
+  put(item: VipItem, expected: ItemRevision | undefined): Promise<ItemWriteResult>;
+  /** Deletes the item if it is still at `expected` (`bytes` is 0). */
+  delete(mesh: string, expected: ItemRevision): Promise<ItemWriteResult>;
   /** Meshes that have an item, a page at a time after `after` (the repair sweep's read). */
   meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
   /**

@@ -59,13 +59,19 @@ export interface ClaimTable {
 
 export type WriteOutcome =
   | { readonly ok: true; readonly item: Item | undefined }
-  | { readonly ok: false; readonly failed: ReadonlySet<number> };
+  | {
+      readonly ok: false;
+      readonly failed: ReadonlySet<number>;
+      /** The items failed conditions found, by write, where the engine returned them. */
+      readonly found: ReadonlyMap<number, Item>;
+    };
 
 /**
  * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double),
  * for all three of its ports (claims, pool, sweep position).
- * The writes come from claim-items.ts; a failed condition is answered with a fresh read of the
- * service claim, so the caller learns what it found.
+ * The writes come from claim-items.ts; a failed condition is answered with the service claim it
+ * found (returned by the write at no read cost; read again only when the engine returned none),
+ * so the caller learns what it found.
  */
 export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort {
   constructor(
@@ -115,7 +121,7 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
   async putMembership(request: MembershipRequest): Promise<ClaimWriteResult> {
     const outcome = await this.table.write("claims.join", membershipWrites(request));
     if (outcome.ok) return { written: true, claim: undefined };
-    return { written: false, claim: await this.service(request.service) };
+    return { written: false, claim: await this.serviceFound(request.service, outcome.found) };
   }
 
   async claimAddress(request: ClaimRequest): Promise<ClaimOutcome> {
@@ -134,7 +140,7 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
         claim: outcome.item === undefined ? undefined : decodeService(outcome.item),
       };
     }
-    return { written: false, claim: await this.service(request.service) };
+    return { written: false, claim: await this.serviceFound(request.service, outcome.found) };
   }
 
   async release(request: ReleaseRequest): Promise<boolean> {
@@ -206,7 +212,16 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
     return outcome.ok;
   }
 
-  private async service(service: string): Promise<ServiceClaim | undefined> {
+  /**
+   * The service claim a failed write found: its item among what the failed conditions returned
+   * (the service claim is the first write of a join and the only one of a leave), else read.
+   */
+  private async serviceFound(
+    service: string,
+    found: ReadonlyMap<number, Item>,
+  ): Promise<ServiceClaim | undefined> {
+    const item = found.get(0);
+    if (item !== undefined && item.pk === serviceKey(service)) return decodeService(item);
     return (await this.getServices([service])).get(service);
   }
 }

@@ -182,7 +182,7 @@ export function inMemoryBackend(
     quarantineSeconds: options.quarantineSeconds,
     seed,
     pause: async (operation: Operation) => {
-      await Promise.resolve();
+      await new Promise<void>((resolve) => setImmediate(resolve));
       faults.check(operation);
     },
     loseResponse: (operation) => faults.loses(operation),

@@ -1,7 +1,6 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { VersionConflictError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
@@ -58,23 +57,47 @@ describe("DynamoVipItemStore on the local engine", () => {
   it("creates only when absent and updates only from the version read", async () => {
     await store.put(item("m", 1), undefined);
 
-    await expect(store.put(item("m", 1), undefined)).rejects.toBeInstanceOf(VersionConflictError);
-    await expect(store.put(item("m", 3), item("m", 2))).rejects.toBeInstanceOf(
-      VersionConflictError,
-    );
-    await store.put(item("m", 2, 3), item("m", 1));
+    expect(await store.put(item("m", 1), undefined)).toEqual({
+      written: false,
+      found: item("m", 1),
+    });
+    expect(await store.put(item("m", 3), item("m", 2))).toEqual({
+      written: false,
+      found: item("m", 1),
+    });
+    expect((await store.put(item("m", 2, 3), item("m", 1))).written).toBe(true);
     expect((await store.get("m"))?.version).toBe(2);
-    await expect(store.delete("m", item("m", 1))).rejects.toBeInstanceOf(VersionConflictError);
-    await store.delete("m", item("m", 2));
+    expect(await store.delete("m", item("m", 1))).toEqual({
+      written: false,
+      found: item("m", 2, 3),
+    });
+    expect(await store.delete("m", item("m", 2))).toEqual({ written: true, bytes: 0 });
     expect(await store.get("m")).toBeUndefined();
+  });
+
+  it("answers a lost condition with unknown when it does not ask for the item", async () => {
+    const plain = new DynamoVipItemStore(
+      new DocumentClient(client, { returnOnConditionFailure: false }),
+      TABLES.vips,
+    );
+    await plain.put(item("asked", 1), undefined);
+
+    expect(await plain.put(item("asked", 2), item("asked", 5))).toEqual({
+      written: false,
+      found: "unknown",
+    });
+    expect(await store.put(item("asked", 2), item("asked", 5))).toEqual({
+      written: false,
+      found: item("asked", 1),
+    });
   });
 
   it("stores a mesh of 20,000 services in one item and reads it back", async () => {
     const big = item("big", 1, 20_000);
 
-    const bytes = await store.put(big, undefined);
+    const write = await store.put(big, undefined);
 
-    expect(bytes).toBeLessThan(400 * 1024);
+    expect(write.written ? write.bytes : Number.NaN).toBeLessThan(400 * 1024);
     expect(await store.get("big")).toEqual(big);
     const raw = await doc.send(new GetCommand({ TableName: TABLES.vips, Key: { mesh: "big" } }));
     expect(raw.Item?.format).toBe(2);

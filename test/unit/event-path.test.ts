@@ -308,4 +308,35 @@ describe("the event path without the sweep", () => {
     }
     expect(violations(world)).toEqual([]);
   });
+
+  it("9. finishes a release that failed after its leave, when the records are delivered again", async () => {
+    // Arrange: A lists web and api; the release of web fails once (throttled) after web's
+    // membership was removed
+    let throttle = false;
+    const world = indexWorld({
+      pause: async (operation) => {
+        await Promise.resolve();
+        if (throttle && operation === "claims.release") {
+          throttle = false;
+          throw new Error("ThrottlingException: Rate of requests exceeds the allowed throughput");
+        }
+      },
+    });
+    const both = dataplane("A", "dp", ["web", "api"]);
+    await deliver(world, [createMesh(world, "A"), put(world, both)]);
+    const onlyApi = dataplane("A", "dp", ["api"]);
+    const change = put(world, onlyApi, both);
+    throttle = true;
+    const failed = await deliver(world, [change]);
+
+    // Act: the failed record is delivered again
+    await deliver(world, [change]);
+
+    // Assert: web is released (its quarantine started), with no sweep
+    expect(failed.batchItemFailures).toHaveLength(1);
+    expect(listed(world, "A")).toEqual(["api"]);
+    expect(world.claims.serviceClaim("web")?.meshes.size).toBe(0);
+    expect(world.claims.serviceClaim("web")?.releasedAt).toBeDefined();
+    expect(violations(world)).toEqual([]);
+  });
 });

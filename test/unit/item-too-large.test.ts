@@ -4,7 +4,7 @@ import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
 import { AllocatorError, VipItemTooLargeError } from "../../functions/domain/errors.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import type { ItemRevision } from "../../functions/store/ports.ts";
+import type { ItemRevision, ItemWriteResult } from "../../functions/store/ports.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import { encodeVipItem, ITEM_MAX_BYTES } from "../../functions/store/vip-item-codec.ts";
 import { dataplane, dataplaneRecord } from "../fixtures/builders.ts";
@@ -17,7 +17,7 @@ class SmallItems extends InMemoryVipItemStore {
     super();
   }
 
-  override async put(item: VipItem, expected: ItemRevision | undefined): Promise<number> {
+  override async put(item: VipItem, expected: ItemRevision | undefined): Promise<ItemWriteResult> {
     const count = Object.keys(item.vips).length;
     if (count > this.max) throw new VipItemTooLargeError(item.mesh, count * 1000, this.max * 1000);
     return await super.put(item, expected);

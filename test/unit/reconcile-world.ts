@@ -6,6 +6,7 @@ import type { ReconcileDeps } from "../../functions/allocator/pass/deps.ts";
 import { reconcileMesh } from "../../functions/allocator/pass/reconcile-mesh.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
+import { dataplane } from "../fixtures/builders.ts";
 import {
   InMemoryClaimStore,
   InMemoryMembershipIndex,
@@ -156,4 +157,10 @@ export class World {
   vips(mesh: string): Readonly<Record<string, string>> | undefined {
     return this.vipItems.peek(mesh)?.vips;
   }
+}
+
+/** A mesh and one dataplane (`name`) with an inbound per service. */
+export function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
+  world.source.putMesh(mesh);
+  world.source.putDataplane(dataplane(mesh, name, services));
 }

@@ -1,17 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
-import { RetriesExhaustedError, VersionConflictError } from "../../functions/domain/errors.ts";
+import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import type { VipItem } from "../../functions/domain/types.ts";
 import type { VipItemStore } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
-import { START_MS, World } from "./reconcile-world.ts";
-
-function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
-  world.source.putMesh(mesh);
-  world.source.putDataplane(dataplane(mesh, name, services));
-}
+import { meshWith, START_MS, World } from "./reconcile-world.ts";
 
 describe("reconcileMesh on a fresh state", () => {
   it("allocates the sorted services from the lowest address of the range", async () => {
@@ -475,9 +469,7 @@ describe("reconcileMesh under contention", () => {
     meshWith(world, "m", ["a"]);
     const losing: VipItemStore = {
       get: (mesh) => world.vipItems.get(mesh),
-      put: async (item: VipItem, expected) => {
-        throw new VersionConflictError(`VIP item of mesh ${item.mesh}`, expected?.version);
-      },
+      put: async () => ({ written: false, found: "unknown" }),
       delete: (mesh, expected) => world.vipItems.delete(mesh, expected),
       meshPage: (after, limit) => world.vipItems.meshPage(after, limit),
       itemPage: (after, limit) => world.vipItems.itemPage(after, limit),

@@ -19,12 +19,7 @@ import type { SourceRead } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
 import { globallyUnique, invariantViolations } from "../fixtures/invariants.ts";
-import { World } from "./reconcile-world.ts";
-
-function meshWith(world: World, mesh: string, services: string[], name = "dp-1"): void {
-  world.source.putMesh(mesh);
-  world.source.putDataplane(dataplane(mesh, name, services));
-}
+import { meshWith, World } from "./reconcile-world.ts";
 
 /**
  * docs/contract.md invariants 1-6 for `meshes`, plus the claims that back every listed VIP (the

@@ -1,4 +1,4 @@
-import { VipItemTooLargeError } from "../../domain/errors.ts";
+import { VersionConflictError, VipItemTooLargeError } from "../../domain/errors.ts";
 import { buildContent, sameContent } from "../../domain/plan.ts";
 import { own, recordOf } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
@@ -56,7 +56,12 @@ export async function commitItem(
   const { telemetry } = deps;
   let bytes: number;
   try {
-    bytes = await deps.vipItems.put(item, current);
+    const write = await deps.vipItems.put(item, current);
+    // Lost: the pass goes round after its backoff and reads the item then (decision 054: the
+    // item the write found would be older than that read by the whole backoff).
+    if (!write.written)
+      throw new VersionConflictError(`VIP item of mesh ${mesh}`, current?.version);
+    bytes = write.bytes;
   } catch (error) {
     if (!(error instanceof VipItemTooLargeError)) throw error;
     // Retrying cannot help: the mesh keeps its last good item, the services this pass would

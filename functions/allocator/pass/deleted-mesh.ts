@@ -63,10 +63,12 @@ export async function passDeletedMesh(
  * response left every membership of the mesh behind for good.
  */
 async function deleteItem(vipItems: VipItemStore, current: VipItem): Promise<void> {
-  try {
-    await vipItems.delete(current.mesh, current);
-  } catch (error) {
-    if (!(error instanceof VersionConflictError)) throw error;
-    if ((await vipItems.get(current.mesh)) !== undefined) throw error;
+  const write = await vipItems.delete(current.mesh, current);
+  if (write.written) return;
+  // The engine returns the item a failed condition found; none: the item is gone, or an engine
+  // that does not say, so it is read.
+  const found = write.found === "unknown" ? await vipItems.get(current.mesh) : write.found;
+  if (found !== undefined) {
+    throw new VersionConflictError(`VIP item of mesh ${current.mesh}`, current.version);
   }
 }

@@ -1,4 +1,3 @@
-import { VersionConflictError } from "../../domain/errors.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type { VipItemStore } from "../../store/ports.ts";
 
@@ -16,11 +15,6 @@ export async function fenceItem(
   nowMs: number,
 ): Promise<VipItem | undefined> {
   const fenced: VipItem = { ...item, version: past, updatedAt: new Date(nowMs).toISOString() };
-  try {
-    await vipItems.put(fenced, item);
-  } catch (error) {
-    if (!(error instanceof VersionConflictError)) throw error;
-    return undefined;
-  }
-  return fenced;
+  const write = await vipItems.put(fenced, item);
+  return write.written ? fenced : undefined;
 }

@@ -58,11 +58,15 @@ export async function planAndClaim(
       new Map([...claimed].map(([service, claim]) => [service, claim.vip])),
     );
   }
-  const stillMembers = priorLeaving.filter(
-    (service) =>
-      current !== undefined &&
-      claimed.get(service)?.meshes.get(mesh)?.incarnation === current.incarnation,
-  );
+  // Leaves an earlier write did not finish: the service is still a member for this item's
+  // life, or its last membership was removed but its release never came (a release that failed
+  // after the leave: no later leave would find it, and it would wait for the sweep).
+  const stillMembers = priorLeaving.filter((service) => {
+    const claim = claimed.get(service);
+    if (current === undefined || claim === undefined) return false;
+    if (claim.meshes.get(mesh)?.incarnation === current.incarnation) return true;
+    return claim.meshes.size === 0 && claim.releasedAt === undefined;
+  });
   const incarnation = current?.incarnation ?? deps.newId();
   const version = (current?.version ?? 0) + 1;
   const membership: Membership = { incarnation, version };
