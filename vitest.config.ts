@@ -13,6 +13,7 @@ const ON_AN_ENGINE = [
   "test/integration/**/*.test.ts",
   "test/chaos/chaos-moto.test.ts",
   "test/bench/cost-meter.test.ts",
+  "test/package/**/*.test.ts",
 ];
 
 /**
@@ -22,6 +23,12 @@ const ON_AN_ENGINE = [
  * them on moto too. Without Java they run on moto always.
  */
 const SLOW_ON_MOTO = ["test/integration/cli.test.ts", "test/integration/sweep.test.ts"];
+
+/**
+ * The packed package's consumer tests (test/package): they check the tarball, not the engine, so
+ * one engine is enough (DynamoDB Local when Java runs, else moto).
+ */
+const ONE_ENGINE_ONLY = ["test/package/**/*.test.ts"];
 
 const javaRuns = spawnSync(javaCommand(), ["-version"], { stdio: "ignore" }).status === 0;
 const engines = javaRuns ? ["dynamodb-local", "moto"] : ["moto"];
@@ -34,6 +41,10 @@ if (!javaRuns && process.env.VIPS_JAVA_NOTED === undefined) {
 }
 
 export default defineConfig({
+  // `serverless-vip-allocator/reader` resolves to the TypeScript source here (the export map's
+  // "vips-source" condition, also in tsconfig.json); installed packages get dist/ (decision 080).
+  resolve: { conditions: ["vips-source"] },
+  ssr: { resolve: { conditions: ["vips-source"] } },
   test: {
     testTimeout: 60_000,
     // Starting an engine (a JVM, a Python process) on a loaded machine can take a while; the
@@ -55,8 +66,11 @@ export default defineConfig({
           name: engine,
           include: ON_AN_ENGINE,
           exclude:
-            engine === "moto" && javaRuns && process.env.VIPS_TEST_ALL_ON_MOTO !== "1"
-              ? SLOW_ON_MOTO
+            engine === "moto" && javaRuns
+              ? [
+                  ...ONE_ENGINE_ONLY,
+                  ...(process.env.VIPS_TEST_ALL_ON_MOTO !== "1" ? SLOW_ON_MOTO : []),
+                ]
               : [],
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", VIPS_EMULATOR: engine },
           // DynamoDB Local: one JVM shared by the project's files (test/fixtures/engine.ts).

@@ -16,6 +16,11 @@ export const ALLOCATOR_ENTRY = fileURLToPath(
   new URL("../functions/allocator/handler.ts", import.meta.url),
 );
 
+/** The backfill trigger's handler, inlined as CommonJS (infra/vip-allocator-backfill.ts). */
+export const BACKFILL_HANDLER_FILE = fileURLToPath(
+  new URL("./backfill-trigger-handler.ts", import.meta.url),
+);
+
 export const ALLOCATOR_LOCK_FILE = fileURLToPath(new URL("../package-lock.json", import.meta.url));
 
 /** An explicit, current runtime (cdk-nag AwsSolutions-L1 wants the newest Node.js family). */
@@ -49,3 +54,28 @@ export const ALLOCATOR_BUNDLING = {
   bundleAwsSDK: true,
   externalModules: [] as string[],
 } satisfies BundlingOptions;
+
+/** esbuild's transform of the backfill trigger's handler: TypeScript to CommonJS. */
+export const BACKFILL_TRANSFORM = {
+  loader: "ts",
+  format: "cjs",
+  target: ALLOCATOR_TARGET,
+} as const;
+
+/**
+ * Where the construct's function code comes from. Compiled into an installed package
+ * (`dist/infra/*.js`), it uses the code `npm run build` prebuilt into `dist/lambda/`
+ * (`Code.fromAsset`, no esbuild at synth); from this repository's TypeScript source, it bundles
+ * with NodejsFunction (decision 082).
+ */
+export const FROM_PACKAGE = import.meta.url.endsWith(".js");
+
+/** The prebuilt allocator bundle (index.mjs and its source map), relative to dist/infra/. */
+export const PREBUILT_ALLOCATOR_DIR = fileURLToPath(
+  new URL("../lambda/allocator", import.meta.url),
+);
+
+/** The prebuilt backfill trigger handler (CommonJS), relative to dist/infra/. */
+export const PREBUILT_BACKFILL_FILE = fileURLToPath(
+  new URL("../lambda/backfill/index.js", import.meta.url),
+);

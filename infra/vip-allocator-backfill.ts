@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
 import { type CfnResource, Duration, Stack, Tags } from "aws-cdk-lib";
 import type { ITableV2 } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
@@ -7,27 +7,28 @@ import { Code, type IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup } from "aws-cdk-lib/aws-logs";
 import { TriggerFunction } from "aws-cdk-lib/triggers";
 import type { Construct, IConstruct } from "constructs";
-import { transformSync } from "esbuild";
 import { BACKFILL } from "../functions/allocator/sweep-event.ts";
 import {
   ALLOCATOR_ARCHITECTURE,
   ALLOCATOR_RUNTIME,
-  ALLOCATOR_TARGET,
+  BACKFILL_HANDLER_FILE,
+  BACKFILL_TRANSFORM,
+  FROM_PACKAGE,
+  PREBUILT_BACKFILL_FILE,
 } from "./allocator-bundling.ts";
 import type { ResolvedProps } from "./vip-allocator-props.ts";
 
 /** The id aws-cdk-lib gives the stack-level provider of every `Trigger` (aws-cdk-lib/triggers). */
 const TRIGGER_PROVIDER_ID = "AWSCDK.TriggerCustomResourceProviderCustomResourceProvider";
 
-const HANDLER_FILE = fileURLToPath(new URL("./backfill-trigger-handler.ts", import.meta.url));
-
-/** The trigger's handler (`backfill-trigger-handler.ts`) as CommonJS, to inline. */
+/**
+ * The trigger's handler (`backfill-trigger-handler.ts`) as CommonJS, to inline: prebuilt by
+ * `npm run build` in an installed package, compiled by esbuild (loaded only then) from source.
+ */
 export function backfillHandlerCode(): string {
-  return transformSync(readFileSync(HANDLER_FILE, "utf8"), {
-    loader: "ts",
-    format: "cjs",
-    target: ALLOCATOR_TARGET,
-  }).code;
+  if (FROM_PACKAGE) return readFileSync(PREBUILT_BACKFILL_FILE, "utf8");
+  const { transformSync } = createRequire(import.meta.url)("esbuild") as typeof import("esbuild");
+  return transformSync(readFileSync(BACKFILL_HANDLER_FILE, "utf8"), BACKFILL_TRANSFORM).code;
 }
 
 export interface BackfillProps {

@@ -16,12 +16,7 @@ import type { DynamoEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
-import {
-  METRIC,
-  METRICS_NAMESPACE,
-  SERVICE_NAME,
-  SWEEP_REPAIR_DIMENSION,
-} from "../functions/allocator/telemetry-names.ts";
+import { METRIC, SWEEP_REPAIR_DIMENSION } from "../functions/allocator/telemetry-names.ts";
 import { VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
 
 /** The alarms the construct creates; all of them run `alarmActions`. */
@@ -55,6 +50,8 @@ export interface VipAllocatorMonitoringProps {
   readonly meshesEventSource: DynamoEventSource;
   readonly dataplanesEventSource: DynamoEventSource;
   readonly vipCidr: string;
+  /** The function's own metrics: their namespace and `service` dimension. */
+  readonly telemetry: { readonly namespace: string; readonly service: string };
   readonly alarmActions: readonly IAlarmAction[];
   /**
    * Period of the repair sweep: the `SweepRepairs` alarm sums repairs over one period.
@@ -73,6 +70,7 @@ export class VipAllocatorMonitoring extends Construct {
   private readonly meshesEventSource: DynamoEventSource;
   private readonly dataplanesEventSource: DynamoEventSource;
   private readonly vipCidr: string;
+  private readonly telemetry: { readonly namespace: string; readonly service: string };
   private readonly sweepPeriod: Duration;
 
   constructor(scope: Construct, id: string, props: VipAllocatorMonitoringProps) {
@@ -82,6 +80,7 @@ export class VipAllocatorMonitoring extends Construct {
     this.meshesEventSource = props.meshesEventSource;
     this.dataplanesEventSource = props.dataplanesEventSource;
     this.vipCidr = props.vipCidr;
+    this.telemetry = props.telemetry;
     this.sweepPeriod = props.sweepSchedule ?? VIP_ALLOCATOR_DEFAULTS.sweepSchedule;
     this.alarms = this.createAlarms(props.alarmActions);
     this.dashboard = this.createDashboard();
@@ -89,9 +88,9 @@ export class VipAllocatorMonitoring extends Construct {
 
   private ownMetric(metricName: string, statistic: string, period = Duration.minutes(5)): Metric {
     return new Metric({
-      namespace: METRICS_NAMESPACE,
+      namespace: this.telemetry.namespace,
       metricName,
-      dimensionsMap: { service: SERVICE_NAME },
+      dimensionsMap: { service: this.telemetry.service },
       statistic,
       period,
     });
@@ -245,8 +244,8 @@ export class VipAllocatorMonitoring extends Construct {
     dashboard.addWidgets(
       new TextWidget({
         markdown:
-          `## VIP allocator\nRange \`${this.vipCidr}\`. Metrics: namespace \`${METRICS_NAMESPACE}\`, ` +
-          `dimension \`service=${SERVICE_NAME}\`. Failed records: the failure queue (14 days).`,
+          `## VIP allocator\nRange \`${this.vipCidr}\`. Metrics: namespace \`${this.telemetry.namespace}\`, ` +
+          `dimension \`service=${this.telemetry.service}\`. Failed records: the failure queue (14 days).`,
         width: 24,
         height: 2,
       }),
@@ -365,8 +364,8 @@ export class VipAllocatorMonitoring extends Construct {
         left: [
           new MathExpression({
             expression:
-              `SEARCH('{${METRICS_NAMESPACE},service,${SWEEP_REPAIR_DIMENSION}} ` +
-              `MetricName="${METRIC.sweepRepairs}" service="${SERVICE_NAME}"', 'Sum', ${this.sweepPeriod.toSeconds()})`,
+              `SEARCH('{${this.telemetry.namespace},service,${SWEEP_REPAIR_DIMENSION}} ` +
+              `MetricName="${METRIC.sweepRepairs}" service="${this.telemetry.service}"', 'Sum', ${this.sweepPeriod.toSeconds()})`,
             // A dynamic label: one series per kind of correction.
             label: `repairs: \${PROP('Dim.${SWEEP_REPAIR_DIMENSION}')}`,
             period: this.sweepPeriod,

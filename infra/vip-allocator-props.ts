@@ -4,11 +4,23 @@ import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
+import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 
 /** An input table that already exists (deployed elsewhere), with its stream. */
 export interface ExistingInputTable {
-  /** Physical name of the table. */
-  readonly tableName: string;
+  /**
+   * Physical name of the table. Give the name, or `tableArn`, or neither (the name is then
+   * taken from `tableStreamArn`).
+   *
+   * @default - from `tableArn`, else from `tableStreamArn`
+   */
+  readonly tableName?: string;
+  /**
+   * ARN of the table (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME`), instead of `tableName`.
+   *
+   * @default - the table of `tableStreamArn`, in this stack's account and region
+   */
+  readonly tableArn?: string;
   /**
    * ARN of the table's stream (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL`).
    * The stream must have the view type `NEW_AND_OLD_IMAGES`.
@@ -166,6 +178,29 @@ export interface VipAllocatorProps {
    * @default { application: "vip-allocator" } (`VIP_ALLOCATOR_DEFAULTS.tags`)
    */
   readonly tags?: { [key: string]: string };
+  /**
+   * The allocator's name in its telemetry: the `service` dimension of its metrics (which its
+   * alarms and dashboard read) and the `service` key of its log lines. Give each allocator in
+   * one account and region its own, or their metrics mix; synth fails when two allocators of one
+   * app share it (with the same `metricsNamespace`). 1 to 64 of a-z A-Z 0-9 . _ -.
+   *
+   * @default "vip-allocator" (`SERVICE_NAME`)
+   */
+  readonly serviceName?: string;
+  /**
+   * CloudWatch namespace of the function's own metrics. 1 to 255 of a-z A-Z 0-9 . _ - / # :,
+   * not starting with `AWS/`.
+   *
+   * @default "VipAllocator" (`METRICS_NAMESPACE`)
+   */
+  readonly metricsNamespace?: string;
+  /**
+   * The lowest level the function logs (Powertools Logger, `POWERTOOLS_LOG_LEVEL`): one of
+   * `DEBUG`, `INFO`, `WARN`, `ERROR`, `CRITICAL`, `SILENT`.
+   *
+   * @default "INFO"
+   */
+  readonly logLevel?: string;
 }
 
 /** A prop that fails synth-time validation. Names the prop, the value and the bound. */
@@ -217,6 +252,11 @@ export const VIP_ALLOCATOR_DEFAULTS = {
    * updated). Errors inside the function are Lambda's asynchronous retries, not these.
    */
   sweepRetryAttempts: 2,
+  /** The `service` dimension of the function's metrics and the `service` key of its logs. */
+  serviceName: SERVICE_NAME,
+  /** The namespace of the function's own metrics. */
+  metricsNamespace: METRICS_NAMESPACE,
+  logLevel: "INFO",
 } as const;
 
 export interface ResolvedProps {
@@ -233,4 +273,7 @@ export interface ResolvedProps {
   readonly batchingWindowSeconds: number;
   /** The default tag with the `tags` prop over it, in a Map (keys are data). */
   readonly tags: ReadonlyMap<string, string>;
+  readonly serviceName: string;
+  readonly metricsNamespace: string;
+  readonly logLevel: string;
 }

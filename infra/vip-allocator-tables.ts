@@ -10,6 +10,7 @@ import {
   TableV2,
 } from "aws-cdk-lib/aws-dynamodb";
 import type { Construct } from "constructs";
+import { parseStreamArn } from "../functions/store/stream-arn.ts";
 import type { KeyDefinition, TableDefinition } from "../functions/store/table-definitions.ts";
 import type { ExistingInputTable } from "./vip-allocator-props.ts";
 
@@ -74,8 +75,13 @@ export function importInputTable(
   def: TableDefinition,
   existing: ExistingInputTable,
 ): ITableV2 {
+  // By ARN, by name, or (neither given) by the name in the stream ARN (checked by validation).
+  const table =
+    existing.tableArn !== undefined
+      ? { tableArn: existing.tableArn }
+      : { tableName: existing.tableName ?? parseStreamArn(existing.tableStreamArn)?.tableName };
   return TableV2.fromTableAttributes(scope, tableConstructId(def), {
-    tableName: existing.tableName,
+    ...table,
     tableStreamArn: existing.tableStreamArn,
     ...(existing.encryptionKey ? { encryptionKey: existing.encryptionKey } : {}),
   });

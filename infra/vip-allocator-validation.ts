@@ -140,6 +140,7 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
   }
 
   return {
+    ...resolveTelemetry(props),
     vipCidr: pool?.cidr ?? vipCidr,
     quarantineSeconds,
     removalPolicy,
@@ -220,10 +221,71 @@ function resolveSweepSchedule(
   return period;
 }
 
+const SERVICE_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+const NAMESPACE = /^(?!AWS\/)[A-Za-z0-9._\-/#:]{1,255}$/;
+const LOG_LEVELS = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "SILENT"];
+
+function resolveTelemetry(
+  props: VipAllocatorProps,
+): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel"> {
+  const serviceName = props.serviceName ?? VIP_ALLOCATOR_DEFAULTS.serviceName;
+  if (!SERVICE_NAME.test(serviceName)) {
+    throw new VipAllocatorPropError(
+      "serviceName",
+      serviceName,
+      "expected 1 to 64 of a-z A-Z 0-9 . _ -",
+    );
+  }
+  const metricsNamespace = props.metricsNamespace ?? VIP_ALLOCATOR_DEFAULTS.metricsNamespace;
+  if (!NAMESPACE.test(metricsNamespace)) {
+    throw new VipAllocatorPropError(
+      "metricsNamespace",
+      metricsNamespace,
+      "expected 1 to 255 of a-z A-Z 0-9 . _ - / # :, not starting with AWS/",
+    );
+  }
+  const logLevel = props.logLevel ?? VIP_ALLOCATOR_DEFAULTS.logLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new VipAllocatorPropError(
+      "logLevel",
+      logLevel,
+      `expected one of ${LOG_LEVELS.join(", ")}`,
+    );
+  }
+  return { serviceName, metricsNamespace, logLevel };
+}
+
+const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table\/([a-zA-Z0-9_.-]{3,255})$/;
+
 function validateExisting(prop: string, existing: ExistingInputTable | undefined): void {
   if (existing === undefined) return;
-  const { tableName, tableStreamArn } = existing;
-  if (!Token.isUnresolved(tableName) && !TABLE_NAME.test(tableName)) {
+  const { tableName, tableArn, tableStreamArn } = existing;
+  if (tableName !== undefined && tableArn !== undefined) {
+    throw new VipAllocatorPropError(
+      `${prop}.tableArn`,
+      tableArn,
+      "give tableName or tableArn, not both",
+    );
+  }
+  let arnName: string | undefined;
+  if (tableArn !== undefined && !Token.isUnresolved(tableArn)) {
+    arnName = TABLE_ARN.exec(tableArn)?.[1];
+    if (arnName === undefined) {
+      throw new VipAllocatorPropError(
+        `${prop}.tableArn`,
+        tableArn,
+        "expected a table ARN like arn:aws:dynamodb:REGION:ACCOUNT:table/NAME",
+      );
+    }
+  }
+  if (tableName === undefined && tableArn === undefined && Token.isUnresolved(tableStreamArn)) {
+    throw new VipAllocatorPropError(
+      `${prop}.tableName`,
+      undefined,
+      "tableStreamArn is a token: give tableName or tableArn too",
+    );
+  }
+  if (tableName !== undefined && !Token.isUnresolved(tableName) && !TABLE_NAME.test(tableName)) {
     throw new VipAllocatorPropError(
       `${prop}.tableName`,
       tableName,
@@ -239,11 +301,12 @@ function validateExisting(prop: string, existing: ExistingInputTable | undefined
       "expected a stream ARN like arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL",
     );
   }
-  if (!Token.isUnresolved(tableName) && stream.tableName !== tableName) {
+  const named = tableName ?? arnName;
+  if (named !== undefined && !Token.isUnresolved(named) && stream.tableName !== named) {
     throw new VipAllocatorPropError(
       `${prop}.tableStreamArn`,
       tableStreamArn,
-      `is the stream of table ${JSON.stringify(stream.tableName)}, not of ${JSON.stringify(tableName)}`,
+      `is the stream of table ${JSON.stringify(stream.tableName)}, not of ${JSON.stringify(named)}`,
     );
   }
 }

@@ -4,7 +4,13 @@ import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { type ITableV2, TableEncryptionV2, type TableV2 } from "aws-cdk-lib/aws-dynamodb";
 import { type Grant, type IGrantable, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { Key } from "aws-cdk-lib/aws-kms";
-import { MetricType, StartingPosition } from "aws-cdk-lib/aws-lambda";
+import {
+  Code,
+  type FunctionProps,
+  Function as LambdaFunction,
+  MetricType,
+  StartingPosition,
+} from "aws-cdk-lib/aws-lambda";
 import { DynamoEventSource, SqsDlq } from "aws-cdk-lib/aws-lambda-event-sources";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup } from "aws-cdk-lib/aws-logs";
@@ -18,7 +24,6 @@ import {
   EVENT_SOURCE_SETTINGS,
   inFlightGraceSeconds,
 } from "../functions/allocator/event-source-settings.ts";
-import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
 import {
   CLAIMS_TABLE,
   DATAPLANES_TABLE,
@@ -32,10 +37,13 @@ import {
   ALLOCATOR_ENTRY,
   ALLOCATOR_LOCK_FILE,
   ALLOCATOR_RUNTIME,
+  FROM_PACKAGE,
+  PREBUILT_ALLOCATOR_DIR,
   PROJECT_ROOT,
 } from "./allocator-bundling.ts";
 import { createAlarmTopic } from "./vip-allocator-alarm-topic.ts";
 import { addBackfillTrigger } from "./vip-allocator-backfill.ts";
+import { guardNoCollision } from "./vip-allocator-collisions.ts";
 import {
   DATA_READ,
   DATA_WRITE,
@@ -77,7 +85,11 @@ export class VipAllocator extends Construct {
   readonly claimsTable: TableV2;
   /** The allocator's private membership index (derived from the dataplanes table). */
   readonly indexTable: TableV2;
-  readonly function: NodejsFunction;
+  /**
+   * The allocator function: a NodejsFunction bundled at synth time in this repository, a
+   * Function on the prebuilt bundle in an installed package (the same code, decision 082).
+   */
+  readonly function: LambdaFunction;
   readonly logGroup: LogGroup;
   /** On-failure destination of both event sources (metadata of the records that gave up). */
   readonly failureQueue: Queue;
@@ -142,11 +154,7 @@ export class VipAllocator extends Construct {
     });
     this.logGroup.grants.write(role);
 
-    this.function = new NodejsFunction(this, "Function", {
-      entry: ALLOCATOR_ENTRY,
-      handler: "handler",
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: ALLOCATOR_LOCK_FILE,
+    const functionProps = {
       runtime: ALLOCATOR_RUNTIME,
       architecture: ALLOCATOR_ARCHITECTURE,
       memorySize: resolved.memorySize,
@@ -154,7 +162,6 @@ export class VipAllocator extends Construct {
       role,
       logGroup: this.logGroup,
       description: `VIP allocator: one VIP item per mesh from ${resolved.vipCidr}`,
-      bundling: ALLOCATOR_BUNDLING,
       environment: {
         [MESHES_TABLE.envVar]: this.meshesTable.tableName,
         [DATAPLANES_TABLE.envVar]: this.dataplanesTable.tableName,
@@ -167,11 +174,26 @@ export class VipAllocator extends Construct {
         [SETTINGS.sweepGraceSeconds.envVar]: String(
           inFlightGraceSeconds(resolved.batchingWindowSeconds),
         ),
-        POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
-        POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+        POWERTOOLS_SERVICE_NAME: resolved.serviceName,
+        POWERTOOLS_METRICS_NAMESPACE: resolved.metricsNamespace,
+        POWERTOOLS_LOG_LEVEL: resolved.logLevel,
         NODE_OPTIONS: "--enable-source-maps",
       },
-    });
+    } satisfies Omit<FunctionProps, "code" | "handler">;
+    this.function = FROM_PACKAGE
+      ? new LambdaFunction(this, "Function", {
+          ...functionProps,
+          code: Code.fromAsset(PREBUILT_ALLOCATOR_DIR),
+          handler: "index.handler",
+        })
+      : new NodejsFunction(this, "Function", {
+          ...functionProps,
+          entry: ALLOCATOR_ENTRY,
+          handler: "handler",
+          projectRoot: PROJECT_ROOT,
+          depsLockFilePath: ALLOCATOR_LOCK_FILE,
+          bundling: ALLOCATOR_BUNDLING,
+        });
 
     // Least privilege: read the inputs, read/write the allocator's own tables. The event
     // sources add the stream reads and the failure-queue sends.
@@ -237,12 +259,14 @@ export class VipAllocator extends Construct {
       meshesEventSource: this.meshesEventSource,
       dataplanesEventSource: this.dataplanesEventSource,
       vipCidr: this.vipCidr,
+      telemetry: { namespace: resolved.metricsNamespace, service: resolved.serviceName },
       alarmActions,
       ...(resolved.sweepSchedule ? { sweepSchedule: resolved.sweepSchedule } : {}),
     });
     this.alarms = monitoring.alarms;
     this.dashboard = monitoring.dashboard;
 
+    guardNoCollision(this, resolved, props.tableNames);
     guardSingleRegion(this.claimsTable, "claims", this.node.path);
     guardSingleRegion(this.indexTable, "index", this.node.path);
     this.acknowledgeNagFindings();

@@ -23,9 +23,12 @@ export class PowertoolsTelemetry implements Telemetry {
   readonly metrics: Metrics;
 
   constructor(options: { logger?: Logger; metrics?: Metrics } = {}) {
-    this.logger = options.logger ?? new Logger({ serviceName: SERVICE_NAME });
-    this.metrics =
-      options.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
+    // The construct sets both per allocator (props serviceName, metricsNamespace); these
+    // defaults are its defaults.
+    const serviceName = process.env.POWERTOOLS_SERVICE_NAME || SERVICE_NAME;
+    const namespace = process.env.POWERTOOLS_METRICS_NAMESPACE || METRICS_NAMESPACE;
+    this.logger = options.logger ?? new Logger({ serviceName });
+    this.metrics = options.metrics ?? new Metrics({ namespace, serviceName });
   }
 
   metric(name: MetricName, unit: MetricUnitName, value: number): void {

@@ -157,9 +157,10 @@ describe("function", () => {
       ),
       POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+      POWERTOOLS_LOG_LEVEL: "INFO",
       NODE_OPTIONS: "--enable-source-maps",
     };
-    expect(Object.keys(variables)).toHaveLength(ALL_TABLES.length + 6);
+    expect(Object.keys(variables)).toHaveLength(ALL_TABLES.length + 7);
     template.hasResourceProperties("AWS::Lambda::Function", {
       Environment: { Variables: Match.exact(variables) },
     });

@@ -17,6 +17,7 @@ import { prefixedTableEnv, type TableNames } from "../../functions/store/table-d
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../fixtures/invariants.ts";
+import { checkVipWrites } from "../fixtures/vip-item-schema.ts";
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 let counter = 0;
@@ -37,7 +38,10 @@ export interface World {
   deleteMesh(name: string): Promise<void>;
   putDataplane(item: Record<string, unknown>): Promise<void>;
   deleteDataplane(mesh: string, name: string): Promise<void>;
-  /** Reads both streams from the last checkpoint and runs the real handler on them. */
+  /**
+   * Reads both streams from the last checkpoint and runs the real handler on them; then checks
+   * that every VIP item the handler wrote so far conforms to schema/vip-item.schema.json.
+   */
   drain(): Promise<DrainReport>;
   vipItem(mesh: string): Promise<VipItem | undefined>;
   allVipItems(): Promise<VipItem[]>;
@@ -82,15 +86,22 @@ export async function createWorld(
   });
   await createTables(client, config.tables);
   const telemetry = new InMemoryTelemetry();
-  let handlerClient = client;
-  if (options.handlerClient !== undefined) {
-    handlerClient = new DynamoDBClient({
-      endpoint: emulator.endpoint,
-      region: "us-east-1",
-      credentials: CREDENTIALS,
-    });
-    options.handlerClient(handlerClient);
-  }
+  // The handler's own client: every VIP item it writes is checked against the item's JSON
+  // Schema (schema/), while the test's client stays free to write deliberately bad items.
+  const handlerClient = new DynamoDBClient({
+    endpoint: emulator.endpoint,
+    region: "us-east-1",
+    credentials: CREDENTIALS,
+  });
+  options.handlerClient?.(handlerClient);
+  const schemaErrors: string[] = [];
+  checkVipWrites(handlerClient, config.tables.vips, schemaErrors);
+  const expectSchema = (): void => {
+    expect(
+      schemaErrors,
+      "VIP items the handler wrote that break schema/vip-item.schema.json",
+    ).toEqual([]);
+  };
   const handler = createStreamHandler(config, {
     client: handlerClient,
     telemetry,
@@ -141,6 +152,7 @@ export async function createWorld(
     async drain() {
       const report = await poller.drain();
       expect(report.failedToDestination, "records sent to the failure destination").toBe(0);
+      expectSchema();
       return report;
     },
     async vipItem(mesh) {
@@ -159,13 +171,16 @@ export async function createWorld(
         telemetry,
       });
     },
-    invoke(event) {
-      return handler(event);
+    async invoke(event) {
+      const response = await handler(event);
+      expectSchema();
+      return response;
     },
     close() {
       poller.destroy();
       client.destroy();
-      if (handlerClient !== client) handlerClient.destroy();
+      handlerClient.destroy();
+      expectSchema();
     },
   };
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeleteItemCommand, DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { inFlightGraceSeconds } from "../../functions/allocator/event-source-settings.ts";
 import { createDynamoClient, dynamoPorts } from "../../functions/allocator/runtime.ts";
@@ -23,6 +23,7 @@ import { dataplane } from "../fixtures/builders.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
+import { checkVipWrites } from "../fixtures/vip-item-schema.ts";
 import { CliRunner } from "./cli-runner.ts";
 
 let emulator: LocalEmulator;
@@ -40,6 +41,12 @@ afterAll(async () => {
 });
 
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
+
+/** What the allocator's clients wrote to a vips table against the item's schema (schema/). */
+const schemaErrors: string[] = [];
+afterEach(() => {
+  expect(schemaErrors.splice(0), "VIP items that break schema/vip-item.schema.json").toEqual([]);
+});
 
 function client(): DynamoDBClient {
   return new DynamoDBClient({
@@ -116,6 +123,7 @@ async function sweepCountingWrites(env: Record<string, string>) {
     AWS_REGION: "us-east-1",
   });
   const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+  checkVipWrites(raw, config.tables.vips, schemaErrors);
   const written: string[] = [];
   raw.middlewareStack.add(
     (next, context) => async (args) => {
@@ -165,6 +173,7 @@ async function sweepEntryOnFreshTables(meshes: number, perMesh: number) {
   const seed = await seedTables(env, meshes, perMesh);
   const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
   const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+  checkVipWrites(raw, config.tables.vips, schemaErrors);
   let clock = Date.parse("2026-12-01T00:00:00Z");
   const telemetry = new InMemoryTelemetry();
   const handler = createSweepHandler(config, {
@@ -322,6 +331,7 @@ describe("the scheduled sweep while the event path is busy, on the local engine"
     const config = loadConfig({ ...env, AWS_REGION: "us-east-1" });
     expect(config.sweepGraceSeconds).toBe(inFlightGraceSeconds());
     const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
+    checkVipWrites(raw, config.tables.vips, schemaErrors);
     await createTables(raw, config.tables);
     const doc = new DocumentClient(raw);
     const poller = new StreamPoller({

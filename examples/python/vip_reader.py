@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""A reader of the VIP allocator's `vips` table in Python, with boto3 (docs/readers.md).
+
+- `get_mesh(client, table, mesh)`: one GetItem, decoded (format 1 and format 2).
+- `decode_item(item)`: an item as boto3's low-level client returns it (DynamoDB JSON with
+  bytes for B) to a `MeshView`.
+- `VipReader(client, table).refresh()`: an in-memory snapshot of every mesh, kept fresh by a
+  version probe (a Scan of the table's `versions` index: mesh, version, incarnation only), then
+  one GetItem per mesh whose version or incarnation moved; like the JavaScript `VipReader`.
+
+Service names are data: they are kept in dicts, where `__proto__` and `constructor` are
+ordinary keys.
+
+Command line (used by the project's tests):
+  vip_reader.py vectors DIR                      decode every test vector, compare, exit 1 on a mismatch
+  vip_reader.py get MESH --table T [--endpoint URL]   print one mesh as JSON (exit 1 if none)
+  vip_reader.py follow --table T [--endpoint URL]     refresh, print stats; again on each stdin line
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+VERSIONS_INDEX = "versions"
+
+
+class MalformedItem(ValueError):
+    """An item that cannot be decoded (no mesh, no valid version, a bad format-2 payload)."""
+
+
+@dataclass
+class MeshView:
+    mesh: str
+    version: int
+    incarnation: str
+    cidr: str
+    updated_at: str
+    format: int
+    vips: Dict[str, str] = field(default_factory=dict)
+    unallocated: Dict[str, str] = field(default_factory=dict)
+    leaving: List[str] = field(default_factory=list)
+
+
+def _string_map(attr: Optional[Dict[str, Any]]) -> Dict[str, str]:
+    if not attr or "M" not in attr:
+        return {}
+    return {name: value["S"] for name, value in attr["M"].items() if "S" in value}
+
+
+def _string_list(attr: Optional[Dict[str, Any]]) -> List[str]:
+    if not attr or "L" not in attr:
+        return []
+    return [value["S"] for value in attr["L"] if "S" in value]
+
+
+def _plain_strings(value: Any) -> Dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {name: text for name, text in value.items() if isinstance(text, str)}
+
+
+def decode_item(item: Dict[str, Any]) -> MeshView:
+    """Decodes an item in DynamoDB JSON (B as bytes, as boto3's client returns it)."""
+    mesh = item.get("mesh", {}).get("S")
+    if not mesh:
+        raise MalformedItem("no mesh name (key `mesh`)")
+    try:
+        version = int(item["version"]["N"])
+    except (KeyError, ValueError) as error:
+        raise MalformedItem(f"mesh {mesh!r}: no valid version") from error
+    fmt = int(item.get("format", {}).get("N", "1"))
+    if fmt == 2:
+        data = item.get("vipsGz", {}).get("B")
+        if not isinstance(data, (bytes, bytearray)):
+            raise MalformedItem(f"mesh {mesh!r}: format 2 without vipsGz")
+        try:
+            payload = json.loads(gzip.decompress(bytes(data)).decode("utf-8"))
+        except (OSError, ValueError) as error:
+            raise MalformedItem(f"mesh {mesh!r}: vipsGz does not decode: {error}") from error
+        vips = _plain_strings(payload.get("vips"))
+        unallocated = _plain_strings(payload.get("unallocated"))
+        leaving = [name for name in payload.get("leaving", []) if isinstance(name, str)]
+    else:
+        vips = _string_map(item.get("vips"))
+        unallocated = _string_map(item.get("unallocated"))
+        leaving = _string_list(item.get("leaving"))
+    return MeshView(
+        mesh=mesh,
+        version=version,
+        incarnation=item.get("incarnation", {}).get("S", ""),
+        cidr=item.get("cidr", {}).get("S", ""),
+        updated_at=item.get("updatedAt", {}).get("S", ""),
+        format=fmt,
+        vips=vips,
+        unallocated=unallocated,
+        leaving=leaving,
+    )
+
+
+def get_mesh(client: Any, table: str, mesh: str, consistent: bool = False) -> Optional[MeshView]:
+    """One mesh: one GetItem (eventually consistent unless `consistent`)."""
+    out = client.get_item(TableName=table, Key={"mesh": {"S": mesh}}, ConsistentRead=consistent)
+    item = out.get("Item")
+    return None if item is None else decode_item(item)
+
+
+@dataclass
+class RefreshStats:
+    probe_requests: int = 0
+    probe_source: str = "index"
+    fetched: List[str] = field(default_factory=list)
+    added: List[str] = field(default_factory=list)
+    removed: List[str] = field(default_factory=list)
+    changed: List[str] = field(default_factory=list)
+    malformed: List[str] = field(default_factory=list)
+
+
+class VipReader:
+    """Every mesh's view in memory; `refresh()` probes versions and fetches only what moved."""
+
+    def __init__(self, client: Any, table: str = "", consistent: bool = False) -> None:
+        self.client = client
+        self.table = table or os.environ.get("VIPS_TABLE", "vips")
+        self.consistent = consistent
+        self.probe_table = consistent  # the index is eventually consistent only
+        self.views: Dict[str, MeshView] = {}
+
+    def _probe(self, stats: RefreshStats) -> Dict[str, Dict[str, Any]]:
+        """mesh -> {version, incarnation}: one paged Scan of the index (or of the table)."""
+        args: Dict[str, Any] = {
+            "TableName": self.table,
+            "ProjectionExpression": "#m, #v, #i",
+            "ExpressionAttributeNames": {"#m": "mesh", "#v": "version", "#i": "incarnation"},
+        }
+        if self.probe_table:
+            args["ConsistentRead"] = self.consistent
+        else:
+            args["IndexName"] = VERSIONS_INDEX
+        stats.probe_source = "table" if self.probe_table else "index"
+        found: Dict[str, Dict[str, Any]] = {}
+        from botocore.exceptions import ClientError
+
+        paginator = self.client.get_paginator("scan")
+        try:
+            for page in paginator.paginate(**args):
+                stats.probe_requests += 1
+                for item in page.get("Items", []):
+                    mesh = item.get("mesh", {}).get("S")
+                    if not mesh:
+                        continue
+                    found[mesh] = {
+                        "version": int(item.get("version", {}).get("N", "0")),
+                        "incarnation": item.get("incarnation", {}).get("S", ""),
+                    }
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            # No index on the table, or a role allowed the table only: probe the table instead.
+            if not self.probe_table and code in ("ValidationException", "AccessDeniedException"):
+                self.probe_table = True
+                return self._probe(stats)
+            raise
+        return found
+
+    def refresh(self) -> RefreshStats:
+        stats = RefreshStats()
+        probed = self._probe(stats)
+        views = dict(self.views)
+        for mesh in list(views):
+            if mesh not in probed:
+                del views[mesh]
+                stats.removed.append(mesh)
+        for mesh, seen in probed.items():
+            old = views.get(mesh)
+            if (
+                old is not None
+                and old.incarnation == seen["incarnation"]
+                and old.version >= seen["version"]
+            ):
+                continue
+            stats.fetched.append(mesh)
+            try:
+                view = get_mesh(self.client, self.table, mesh, self.consistent)
+            except MalformedItem as error:
+                stats.malformed.append(str(error))  # keep the last good view
+                continue
+            if view is None:
+                continue
+            if old is not None and old.incarnation == view.incarnation and old.version >= view.version:
+                continue  # a stale (eventually consistent) read: never go back in time
+            views[mesh] = view
+            (stats.added if old is None else stats.changed).append(mesh)
+        self.views = views
+        return stats
+
+    def get(self, mesh: str) -> Optional[MeshView]:
+        return self.views.get(mesh)
+
+    def lookup(self, service: str) -> Optional[str]:
+        """The VIP of a service (every mesh lists the same one, outside a range change)."""
+        for mesh in sorted(self.views):
+            vip = self.views[mesh].vips.get(service)
+            if vip is not None:
+                return vip
+        return None
+
+
+def _vector_item(item: Dict[str, Any]) -> Dict[str, Any]:
+    """A vector's item (DynamoDB JSON, B as base64 text) as boto3's client returns it (B as bytes)."""
+
+    def convert(value: Dict[str, Any]) -> Dict[str, Any]:
+        if "B" in value:
+            return {"B": base64.b64decode(value["B"])}
+        if "M" in value:
+            return {"M": {k: convert(v) for k, v in value["M"].items()}}
+        if "L" in value:
+            return {"L": [convert(v) for v in value["L"]]}
+        return value
+
+    return {name: convert(value) for name, value in item.items()}
+
+
+def check_vectors(directory: str) -> int:
+    failures = 0
+    names = sorted(name for name in os.listdir(directory) if name.endswith(".json"))
+    for name in names:
+        with open(os.path.join(directory, name), encoding="utf-8") as file:
+            vector = json.load(file)
+        view = decode_item(_vector_item(vector["item"]))
+        expected = vector["expected"]
+        got = {
+            "mesh": view.mesh,
+            "version": view.version,
+            "incarnation": view.incarnation,
+            "cidr": view.cidr,
+            "updatedAt": view.updated_at,
+            "format": view.format,
+            "vips": view.vips,
+            "unallocated": view.unallocated,
+            "leaving": view.leaving,
+        }
+        if got == expected:
+            print(f"ok {vector['name']} ({len(view.vips)} services, format {view.format})")
+        else:
+            failures += 1
+            diff = [key for key in expected if got.get(key) != expected[key]]
+            print(f"FAIL {vector['name']}: differs in {', '.join(diff)}")
+    print(f"{len(names) - failures} of {len(names)} vectors decoded as expected")
+    return 1 if failures or not names else 0
+
+
+def _client(endpoint: Optional[str]) -> Any:
+    import boto3  # only the commands that talk to DynamoDB need it
+
+    if endpoint:
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+    return boto3.client("dynamodb")
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    vectors = sub.add_parser("vectors")
+    vectors.add_argument("directory")
+    get = sub.add_parser("get")
+    get.add_argument("mesh")
+    follow = sub.add_parser("follow")
+    for command in (get, follow):
+        command.add_argument("--table", default=os.environ.get("VIPS_TABLE", "vips"))
+        command.add_argument("--endpoint", default=os.environ.get("DYNAMODB_ENDPOINT"))
+    args = parser.parse_args(argv)
+    if args.command == "vectors":
+        return check_vectors(args.directory)
+    client = _client(args.endpoint)
+    if args.command == "get":
+        view = get_mesh(client, args.table, args.mesh)
+        if view is None:
+            print(f"no VIP item for mesh {args.mesh!r}", file=sys.stderr)
+            return 1
+        print(json.dumps(asdict(view), sort_keys=True))
+        return 0
+    reader = VipReader(client, args.table)
+    while True:
+        stats = reader.refresh()
+        views = {mesh: asdict(view) for mesh, view in reader.views.items()}
+        print(json.dumps({"stats": asdict(stats), "views": views}, sort_keys=True), flush=True)
+        if not sys.stdin.readline():
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
