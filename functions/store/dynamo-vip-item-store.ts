@@ -2,7 +2,7 @@ import { VersionConflictError } from "../domain/errors.ts";
 import type { VipItem } from "../domain/types.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
 import type { ItemRevision, Page, VipItemStore } from "./ports.ts";
-import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
+import { decodeAllocatorItem, encodeVipItem } from "./vip-item-codec.ts";
 
 /**
  * The public `vips` table. Every write is conditional on the version and incarnation read
@@ -18,7 +18,7 @@ export class DynamoVipItemStore implements VipItemStore {
 
   async get(mesh: string): Promise<VipItem | undefined> {
     const item = await this.doc.get({ TableName: this.table, Key: { mesh }, ConsistentRead: true });
-    return item === undefined ? undefined : decodeVipItem(item);
+    return item === undefined ? undefined : decodeAllocatorItem(item);
   }
 
   async put(item: VipItem, expected: ItemRevision | undefined): Promise<number> {
@@ -72,7 +72,7 @@ export class DynamoVipItemStore implements VipItemStore {
     const malformed: string[] = [];
     for (const stored of page.items) {
       try {
-        items.push(decodeVipItem(stored));
+        items.push(decodeAllocatorItem(stored));
       } catch {
         malformed.push(String(stored.mesh));
       }
