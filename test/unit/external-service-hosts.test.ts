@@ -3,7 +3,11 @@
  * `unallocatedHosts`), the reader exposes them, and the DNS name table answers the host name
  * itself (A/AAAA) and names the host in PTR.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { readFailureFile } from "../../functions/cli/commands/failures.ts";
 import { parseAddress } from "../../functions/domain/external-service.ts";
 import { hostEntry, isIpLiteral } from "../../functions/domain/hosts.ts";
 import { recordOf } from "../../functions/domain/records.ts";
@@ -136,5 +140,32 @@ describe("external service addresses", () => {
     expect(isIpLiteral("2001:db8::1")).toBe(true);
     expect(isIpLiteral("192.0.2")).toBe(false);
     expect(isIpLiteral("api.example.com")).toBe(false);
+  });
+});
+
+describe("the failure destination's entries", () => {
+  it("names an external-services stream's entry by its table", () => {
+    const dir = mkdtempSync(join(tmpdir(), "vips-es-failures-"));
+    try {
+      const file = join(dir, "failures.jsonl");
+      const arn = (table: string) =>
+        `arn:aws:dynamodb:us-east-1:000000000000:table/${table}/stream/2026-01-01T00:00:00.000`;
+      writeFileSync(
+        file,
+        `${[arn("es"), arn("dps")]
+          .map((streamArn) => JSON.stringify({ DDBStreamBatchInfo: { streamArn, batchSize: 1 } }))
+          .join("\n")}\n`,
+      );
+      const entries = readFailureFile(
+        file,
+        { meshes: "m", dataplanes: "dps", externalServices: "es" },
+        () => {
+          throw new Error("no bad line expected");
+        },
+      );
+      expect(entries.map((entry) => entry.table)).toEqual(["external-services", "dataplanes"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
