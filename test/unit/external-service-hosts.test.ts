@@ -12,7 +12,13 @@ import { parseAddress } from "../../functions/domain/external-service.ts";
 import { hostEntry, isIpLiteral } from "../../functions/domain/hosts.ts";
 import { recordOf } from "../../functions/domain/records.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import { meshViewOf, NameTable, reverseName, VipSnapshot } from "../../functions/reader/index.ts";
+import {
+  diffMesh,
+  meshViewOf,
+  NameTable,
+  reverseName,
+  VipSnapshot,
+} from "../../functions/reader/index.ts";
 import {
   decodeAllocatorItem,
   decodeVipItem,
@@ -122,6 +128,30 @@ describe("the reader and the DNS names of hosts", () => {
     expect(names.collisions).toEqual([
       { name: "web.mesh", winner: "web", losers: ["host/web.mesh"] },
     ]);
+  });
+});
+
+describe("the diff of a mesh's hosts", () => {
+  it("is a change when only a host moved, so the DNS names are rebuilt", () => {
+    const viewOf = (vips: Record<string, string>, version: number) => {
+      const decoded = meshViewOf(encodeVipItem(item("A", vips, { version })).stored).view;
+      if (decoded === undefined) throw new Error("no view");
+      return decoded;
+    };
+    const before = viewOf({ web: "240.0.0.1", [hostEntry("x.example.com")]: "240.0.0.2" }, 1);
+    const after = viewOf({ web: "240.0.0.1" }, 2);
+    expect(diffMesh("A", before, after)).toEqual({
+      mesh: "A",
+      change: "changed",
+      version: 2,
+      previousVersion: 1,
+      added: [],
+      removed: [],
+      changed: [],
+      hosts: { added: [], removed: [{ service: "x.example.com", vip: "240.0.0.2" }], changed: [] },
+    });
+    // Without hosts the diff keeps its shape (no `hosts`).
+    expect(diffMesh("A", after, viewOf({ web: "240.0.0.3" }, 3))).not.toHaveProperty("hosts");
   });
 });
 
