@@ -17,7 +17,7 @@ import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
-import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
+import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
 
 const dataplaneCount = Number(process.argv[2] ?? 1000);
@@ -87,7 +87,7 @@ try {
 
   const items = [];
   for await (const page of paginateScan({ client }, { TableName: tables.vips })) {
-    for (const raw of page.Items ?? []) items.push(decodeVipItem(toPlain(raw)));
+    for (const raw of page.Items ?? []) items.push(decodeAllocatorItem(toPlain(raw)));
   }
   const expected = new Map<string, string[]>();
   for (const item of dataplanes) {

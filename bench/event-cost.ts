@@ -29,7 +29,7 @@ import { DocumentClient } from "../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
-import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
+import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
@@ -272,7 +272,7 @@ async function checkInvariants(
 ): Promise<void> {
   const items = [];
   for await (const page of paginateScan({ client: raw }, { TableName: tables.vips })) {
-    for (const item of page.Items ?? []) items.push(decodeVipItem(toPlain(item)));
+    for (const item of page.Items ?? []) items.push(decodeAllocatorItem(toPlain(item)));
   }
   const violations = invariantViolations({
     items,

@@ -125,6 +125,14 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
 
   validateExisting("existingMeshesTable", props.existingMeshesTable);
   validateExisting("existingDataplanesTable", props.existingDataplanesTable);
+  validateExisting("existingExternalServicesTable", props.existingExternalServicesTable);
+  if (props.externalServices === false && props.existingExternalServicesTable !== undefined) {
+    throw new VipAllocatorPropError(
+      "externalServices",
+      false,
+      "existingExternalServicesTable is given: the table is used; leave externalServices unset",
+    );
+  }
   validateTableNames(props);
   const tags = resolveTags(props.tags);
   const window =
@@ -326,12 +334,24 @@ function validateTableNames(props: VipAllocatorProps): void {
     }
     if (
       (id === "meshes" && props.existingMeshesTable) ||
-      (id === "dataplanes" && props.existingDataplanesTable)
+      (id === "dataplanes" && props.existingDataplanesTable) ||
+      (id === "externalServices" && props.existingExternalServicesTable)
     ) {
       throw new VipAllocatorPropError(
         prop,
         name,
         `the ${id} table is passed as existing; name it there, not here`,
+      );
+    }
+    if (
+      id === "externalServices" &&
+      props.externalServices !== true &&
+      !props.existingExternalServicesTable
+    ) {
+      throw new VipAllocatorPropError(
+        prop,
+        name,
+        "no external-services table: set externalServices",
       );
     }
     const other = seen.get(name);

@@ -27,6 +27,7 @@ import {
 import {
   CLAIMS_TABLE,
   DATAPLANES_TABLE,
+  EXTERNAL_SERVICES_TABLE,
   INDEX_TABLE,
   MESHES_TABLE,
   VIPS_TABLE,
@@ -79,6 +80,8 @@ export { VIP_ALLOCATOR_DEFAULTS, VipAllocatorPropError } from "./vip-allocator-p
 export class VipAllocator extends Construct {
   readonly meshesTable: ITableV2;
   readonly dataplanesTable: ITableV2;
+  /** The optional external-services input table (undefined: the deployment has none). */
+  readonly externalServicesTable?: ITableV2;
   /** The public output: one item per mesh. Read it with {@link grantRead}. */
   readonly vipsTable: TableV2;
   /** The allocator's private state; nothing else should read or write it. */
@@ -95,6 +98,7 @@ export class VipAllocator extends Construct {
   readonly failureQueue: Queue;
   readonly meshesEventSource: DynamoEventSource;
   readonly dataplanesEventSource: DynamoEventSource;
+  readonly externalServicesEventSource?: DynamoEventSource;
   readonly alarms: VipAllocatorAlarms;
   /** The topic every alarm notifies (`alarmTopic`, or the encrypted one created here). */
   readonly alarmTopic: ITopic;
@@ -131,6 +135,23 @@ export class VipAllocator extends Construct {
     this.dataplanesTable = props.existingDataplanesTable
       ? importInputTable(this, DATAPLANES_TABLE, props.existingDataplanesTable)
       : createTable(this, DATAPLANES_TABLE, props.tableNames?.dataplanes, tableOptions);
+    const existingExternal = props.existingExternalServicesTable;
+    if (existingExternal) {
+      this.externalServicesTable = importInputTable(
+        this,
+        EXTERNAL_SERVICES_TABLE,
+        existingExternal,
+      );
+    } else if (props.externalServices === true) {
+      this.externalServicesTable = createTable(
+        this,
+        EXTERNAL_SERVICES_TABLE,
+        props.tableNames?.externalServices,
+        tableOptions,
+      );
+    }
+    const inputTables = [this.meshesTable, this.dataplanesTable];
+    if (this.externalServicesTable) inputTables.push(this.externalServicesTable);
     this.vipsTable = createTable(
       this,
       this.vipsStream ? { ...VIPS_TABLE, stream: "NEW_AND_OLD_IMAGES" } : VIPS_TABLE,
@@ -165,6 +186,9 @@ export class VipAllocator extends Construct {
       environment: {
         [MESHES_TABLE.envVar]: this.meshesTable.tableName,
         [DATAPLANES_TABLE.envVar]: this.dataplanesTable.tableName,
+        ...(this.externalServicesTable
+          ? { [EXTERNAL_SERVICES_TABLE.envVar]: this.externalServicesTable.tableName }
+          : {}),
         [VIPS_TABLE.envVar]: this.vipsTable.tableName,
         [CLAIMS_TABLE.envVar]: this.claimsTable.tableName,
         [INDEX_TABLE.envVar]: this.indexTable.tableName,
@@ -197,8 +221,7 @@ export class VipAllocator extends Construct {
 
     // Least privilege: read the inputs, read/write the allocator's own tables. The event
     // sources add the stream reads and the failure-queue sends.
-    this.meshesTable.grants.readData(this.function);
-    this.dataplanesTable.grants.readData(this.function);
+    for (const table of inputTables) table.grants.readData(this.function);
     // The vips table's own items only: the function never reads its versions index.
     grantOnTable(this.vipsTable, this.function, [...DATA_READ, ...DATA_WRITE], false);
     this.claimsTable.grants.readWriteData(this.function);
@@ -221,14 +244,21 @@ export class VipAllocator extends Construct {
       !!props.existingDataplanesTable,
       window,
     );
+    if (this.externalServicesTable) {
+      this.externalServicesEventSource = this.addStream(
+        this.externalServicesTable,
+        !!existingExternal,
+        window,
+      );
+    }
 
     if (resolved.sweepSchedule) {
       this.sweepSchedule = addSweepSchedule(this, this.function, resolved.sweepSchedule);
     }
-    if (props.existingMeshesTable || props.existingDataplanesTable) {
+    if (props.existingMeshesTable || props.existingDataplanesTable || existingExternal) {
       this.backfillTrigger = addBackfillTrigger(this, {
         allocator: this.function,
-        inputTables: [this.meshesTable, this.dataplanesTable],
+        inputTables,
         executeAfter: [
           this.function,
           role,

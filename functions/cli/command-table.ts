@@ -11,6 +11,8 @@ import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
 import {
   dataplaneDeleteCommand,
   dataplanePutCommand,
+  externalServiceDeleteCommand,
+  externalServicePutCommand,
   meshDeleteCommand,
   meshPutCommand,
 } from "./commands/items.ts";
@@ -115,6 +117,19 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: ["MESH", "NAME"],
     summary: "delete a dataplane",
     run: (ctx, [mesh, name]) => dataplaneDeleteCommand(ctx, mesh as string, name as string),
+  },
+  {
+    words: ["external-service", "put"],
+    args: ["FILE"],
+    summary: "store the Kuma ExternalService(s) of a YAML or JSON file (- = stdin)",
+    run: (ctx, [file]) =>
+      externalServicePutCommand(ctx, file as string, ctx.env.INIT_CWD ?? process.cwd()),
+  },
+  {
+    words: ["external-service", "delete"],
+    args: ["MESH", "NAME"],
+    summary: "delete an external service",
+    run: (ctx, [mesh, name]) => externalServiceDeleteCommand(ctx, mesh as string, name as string),
   },
   {
     words: ["watch"],

@@ -12,7 +12,11 @@ import {
 import { EmulatorUnavailableError, waitUntilAnswering } from "../local/emulator-process.ts";
 import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
 import { DocumentClient } from "../store/document-client.ts";
-import { resolveTableNames, type TableNames } from "../store/table-definitions.ts";
+import {
+  EXTERNAL_SERVICES_TABLE,
+  resolveTableNames,
+  type TableNames,
+} from "../store/table-definitions.ts";
 import { CliError, CommandFailedError, UsageError } from "./errors.ts";
 
 type Env = Record<string, string | undefined>;
@@ -48,6 +52,11 @@ export function parseEndpoint(value: string, source: string): string {
 export function prepareEnvironment(env: Env, endpoint: string | undefined): void {
   if (endpoint !== undefined) env.DYNAMODB_ENDPOINT = endpoint;
   else delete env.DYNAMODB_ENDPOINT;
+  // The local runtime always has the optional external-services table (a deployment on AWS
+  // has it only when the function's environment names it).
+  if (endpoint !== undefined && !env[EXTERNAL_SERVICES_TABLE.envVar]?.trim()) {
+    env[EXTERNAL_SERVICES_TABLE.envVar] = EXTERNAL_SERVICES_TABLE.defaultName;
+  }
   env.AWS_REGION = resolveRegion(env);
   if (endpoint !== undefined && !hasCredentialsInEnv(env)) {
     env.AWS_ACCESS_KEY_ID = EMULATOR_CREDENTIALS.accessKeyId;

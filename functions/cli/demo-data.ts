@@ -1,9 +1,11 @@
-import type { DataplaneDocument } from "./kuma-dataplane.ts";
+import type { DataplaneDocument, ExternalServiceDocument } from "./kuma-dataplane.ts";
 
 /** The demo's meshes and dataplanes: small, but every case the allocator handles. */
 export interface DemoData {
   readonly meshes: readonly string[];
   readonly dataplanes: readonly DataplaneDocument[];
+  /** Seeded into the external-services table (the local runtime always has it). */
+  readonly externalServices: readonly ExternalServiceDocument[];
   /** One line per notable case, printed when seeding. */
   readonly highlights: readonly string[];
 }
@@ -54,7 +56,8 @@ function replicas(
  * Three meshes and fifty dataplanes: replicas of each service; `auth` in both `default` and
  * `payments` (one VIP for both); an ingress stored under `edge` that advertises services of
  * `default` and `payments`; gateways (no VIP); a serviceless pod (port 49151) and an ignored
- * inbound (no VIP either).
+ * inbound (no VIP either); an external service, `httpbin` in `default`, whose host
+ * `httpbin.org` gets a VIP of its own.
  */
 export function demoData(): DemoData {
   const dataplanes: DataplaneDocument[] = [
@@ -93,10 +96,20 @@ export function demoData(): DemoData {
   return {
     meshes: ["default", "payments", "edge"],
     dataplanes,
+    externalServices: [
+      {
+        type: "ExternalService",
+        mesh: "default",
+        name: "httpbin",
+        networking: { address: "httpbin.org:443", tls: { enabled: true } },
+        tags: { "kuma.io/service": "httpbin", "kuma.io/protocol": "http" },
+      },
+    ],
     highlights: [
       "auth runs in meshes default and payments: one VIP for both",
       "zone ingresses in mesh edge advertise search (mesh default) and risk-score (mesh payments)",
       "gateways, a serviceless pod (port 49151) and an ignored inbound get no VIP",
+      "external service httpbin (mesh default, httpbin.org:443): a VIP for the service and one for its host",
     ],
   };
 }

@@ -22,6 +22,8 @@ function viewOf(item: VipItem): MeshView {
     updatedAt: item.updatedAt,
     vips: new Map(Object.entries(item.vips)),
     unallocated: new Map(Object.entries(item.unallocated ?? {})),
+    hosts: new Map(Object.entries(item.hosts ?? {})),
+    unallocatedHosts: new Map(Object.entries(item.unallocatedHosts ?? {})),
   };
 }
 

@@ -1,4 +1,5 @@
 import type { InputIssue } from "./errors.ts";
+import { EXTERNAL_SERVICE_TYPE, readExternalService } from "./external-service.ts";
 import { compareServices, readDataplane } from "./service-set.ts";
 import type { DataplaneRecord } from "./types.ts";
 
@@ -8,28 +9,49 @@ export interface Contribution {
   readonly service: string;
 }
 
-/** A dataplane's key in the dataplanes table. */
+/** The contributors other than dataplanes: external services (the optional third table). */
+export type ContributorKind = "external-service";
+
+/**
+ * A contributor's key: a dataplane's in the dataplanes table, or (with `kind`) an external
+ * service's in the external-services table (the same key shape, mesh and name).
+ */
 export interface DataplaneKey {
   readonly mesh: string;
   readonly name: string;
+  readonly kind?: ContributorKind;
 }
 
-/** One string per dataplane key, unambiguous whatever the names hold. */
+/**
+ * One string per contributor key, unambiguous whatever the names hold: `[mesh, name]` for a
+ * dataplane, `[mesh, name, "ExternalService"]` for an external service.
+ */
 export function dataplaneId(key: DataplaneKey): string {
-  return JSON.stringify([key.mesh, key.name]);
+  return key.kind === "external-service"
+    ? JSON.stringify([key.mesh, key.name, EXTERNAL_SERVICE_TYPE])
+    : JSON.stringify([key.mesh, key.name]);
 }
 
 export function parseDataplaneId(id: string): DataplaneKey {
   const parsed: unknown = JSON.parse(id);
   if (
     !Array.isArray(parsed) ||
-    parsed.length !== 2 ||
+    (parsed.length !== 2 && !(parsed.length === 3 && parsed[2] === EXTERNAL_SERVICE_TYPE)) ||
     typeof parsed[0] !== "string" ||
     typeof parsed[1] !== "string"
   ) {
     throw new Error(`not a dataplane id: ${id}`);
   }
-  return { mesh: parsed[0], name: parsed[1] };
+  return parsed.length === 3
+    ? { mesh: parsed[0], name: parsed[1], kind: "external-service" }
+    : { mesh: parsed[0], name: parsed[1] };
+}
+
+/** The key of a contributor (without whatever else the value carries). */
+export function contributorKey(key: DataplaneKey): DataplaneKey {
+  return key.kind === undefined
+    ? { mesh: key.mesh, name: key.name }
+    : { mesh: key.mesh, name: key.name, kind: key.kind };
 }
 
 function pairId(pair: Contribution): string {
@@ -50,8 +72,9 @@ export function contributionsOf(
   item: unknown,
 ): { contributions: Contribution[]; issues: InputIssue[] } {
   if (item === undefined) return { contributions: [], issues: [] };
-  const record: DataplaneRecord = { mesh: key.mesh, name: key.name, item };
-  const read = readDataplane(record);
+  const record: DataplaneRecord = { ...contributorKey(key), item };
+  const read =
+    key.kind === "external-service" ? readExternalService(record) : readDataplane(record);
   const contributions: Contribution[] = [];
   for (const [mesh, services] of read.services) {
     for (const service of services) contributions.push({ mesh, service });

@@ -12,6 +12,13 @@ export interface VipItem {
   /** service -> reason, for services of the set that hold no VIP. */
   readonly unallocated?: Readonly<Record<string, string>>;
   /**
+   * The public form only (`decodeVipItem`): external services' hosts -> VIP, and the hosts
+   * without one. The allocator itself keeps hosts in `vips` and `unallocated` under their
+   * entry names `host/<host>` (domain/hosts.ts); the stored item lists them apart.
+   */
+  readonly hosts?: Readonly<Record<string, string>>;
+  readonly unallocatedHosts?: Readonly<Record<string, string>>;
+  /**
    * Random id of this incarnation of the mesh item (a new one when a deleted mesh is created
    * again). Claim memberships carry it so a late release from a previous incarnation cannot
    * remove a membership of the new one. Not needed by readers.
@@ -37,10 +44,14 @@ export interface VipContent {
   readonly unallocated: Readonly<Record<string, string>>;
 }
 
-/** A dataplane item as read from the table: its key and its raw, unvalidated attributes. */
+/**
+ * A dataplane item as read from the table: its key and its raw, unvalidated attributes. With
+ * `kind: "external-service"`, an external service's item from the external-services table.
+ */
 export interface DataplaneRecord {
   readonly mesh: string;
   readonly name: string;
+  readonly kind?: "external-service";
   readonly item: unknown;
 }
 

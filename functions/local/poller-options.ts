@@ -5,7 +5,12 @@ import type { StreamHandler } from "../allocator/stream-handler.ts";
 import type { TableNames } from "../store/table-definitions.ts";
 import type { StaticCredentials } from "./aws-clients.ts";
 import type { FailureCondition } from "./batch-delivery.ts";
-import { type InputTable, StreamPollerError, type StreamRecordIssue } from "./shard-reader.ts";
+import {
+  type InputTable,
+  StreamPollerError,
+  type StreamRecordIssue,
+  type StreamState,
+} from "./shard-reader.ts";
 
 export interface StreamPollerOptions {
   /** moto_server or another DynamoDB-compatible endpoint; unset means real AWS. */
@@ -16,7 +21,10 @@ export interface StreamPollerOptions {
   readonly credentials?: StaticCredentials | undefined;
   /** A DynamoDB client to share (the caller's); the poller then builds only its streams client. */
   readonly client?: DynamoDBClient | undefined;
-  /** Physical table names; the poller reads the `meshes` and `dataplanes` streams. */
+  /**
+   * Physical table names; the poller reads the `meshes` and `dataplanes` streams, and the
+   * `external-services` stream when the names include that table.
+   */
   readonly tables: TableNames;
   readonly handler: StreamHandler;
   /** @default EVENT_SOURCE_SETTINGS.batchSize */
@@ -145,4 +153,21 @@ export function resolvePollerSettings(options: StreamPollerOptions): PollerSetti
     bisectBatchOnError,
     pollIntervalMs,
   };
+}
+
+/** The streams the poller reads: the input tables the names include. */
+export function inputStreams(tables: TableNames): StreamState[] {
+  const stream = (table: InputTable, tableName: string): StreamState => ({
+    table,
+    tableName,
+    streamArn: undefined,
+    shards: [],
+  });
+  return [
+    stream("meshes", tables.meshes),
+    stream("dataplanes", tables.dataplanes),
+    ...(tables.externalServices !== undefined
+      ? [stream("external-services", tables.externalServices)]
+      : []),
+  ];
 }

@@ -9,6 +9,7 @@ import { Checkpoints } from "./checkpoint-file.ts";
 import { appendFailureRecord, DEFAULT_FAILURE_FILE, failureRecord } from "./failure-destination.ts";
 import {
   type DrainReport,
+  inputStreams,
   type PollerSettings,
   resolvePollerSettings,
   type StreamPollerOptions,
@@ -112,15 +113,7 @@ export class StreamPoller {
       });
     this.now = options.now ?? Date.now;
     this.tables = options.tables;
-    this.state = [
-      { table: "meshes", tableName: options.tables.meshes, streamArn: undefined, shards: [] },
-      {
-        table: "dataplanes",
-        tableName: options.tables.dataplanes,
-        streamArn: undefined,
-        shards: [],
-      },
-    ];
+    this.state = inputStreams(options.tables);
     this.reader = new ShardReader({
       ddb: this.ddb,
       streams: this.streams,
@@ -143,9 +136,9 @@ export class StreamPoller {
   }
 
   /**
-   * Processes every record written so far on both streams (the dataplanes stream first, so the
-   * membership index is complete when the meshes' own records are handled; each shard in
-   * order), then resolves. Never waits for a batching window: nothing more is coming.
+   * Processes every record written so far on every stream (the dataplanes and external-services
+   * streams first, so the membership index is complete when the meshes' own records are
+   * handled; each shard in order), then resolves. Never waits for a batching window: nothing more is coming.
    */
   async drain(): Promise<DrainReport> {
     if (this.running || this.busy) {
@@ -162,8 +155,9 @@ export class StreamPoller {
     };
     try {
       let failure: { error: unknown } | undefined;
-      const byTable = [...this.state].sort((a, b) =>
-        a.table === b.table ? 0 : a.table === "dataplanes" ? -1 : 1,
+      // Contributors (dataplanes, external services) before the meshes.
+      const byTable = [...this.state].sort(
+        (a, b) => Number(a.table === "meshes") - Number(b.table === "meshes"),
       );
       for (const stream of byTable) {
         try {

@@ -21,7 +21,7 @@ import { type BatchEntry, describeError } from "./batch-delivery.ts";
 import { toLambdaRecord } from "./lambda-event.ts";
 
 /** Which input table a stream comes from. */
-export type InputTable = "meshes" | "dataplanes";
+export type InputTable = "meshes" | "dataplanes" | "external-services";
 
 export type StreamPollerErrorCode = "INVALID_OPTION" | "NO_TABLE" | "NO_STREAM" | "ALREADY_RUNNING";
 

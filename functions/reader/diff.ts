@@ -29,6 +29,15 @@ export interface MeshDiff {
   readonly removed: readonly VipEntry[];
   /** Renumbered services (e.g. after a `VIP_CIDR` change). */
   readonly changed: readonly VipChange[];
+  /**
+   * External services' hosts that changed, as above (`service` names the host); present only
+   * when some did. A change of hosts alone is a change of the mesh.
+   */
+  readonly hosts?: {
+    readonly added: readonly VipEntry[];
+    readonly removed: readonly VipEntry[];
+    readonly changed: readonly VipChange[];
+  };
 }
 
 /** What one refresh changed. Empty lists when nothing did. */
@@ -52,8 +61,32 @@ export function diffMesh(
   after: MeshView | undefined,
 ): MeshDiff | undefined {
   if (before === undefined && after === undefined) return undefined;
-  const oldVips = before?.vips ?? new Map<string, string>();
-  const newVips = after?.vips ?? new Map<string, string>();
+  const { added, removed, changed } = diffEntries(before?.vips, after?.vips);
+  const hosts = diffEntries(before?.hosts, after?.hosts);
+  const hostCount = hosts.added.length + hosts.removed.length + hosts.changed.length;
+  const change = before === undefined ? "added" : after === undefined ? "removed" : "changed";
+  if (change === "changed" && added.length + removed.length + changed.length + hostCount === 0) {
+    return undefined;
+  }
+  return {
+    mesh,
+    change,
+    version: after?.version,
+    previousVersion: before?.version,
+    added,
+    removed,
+    changed,
+    ...(hostCount > 0 ? { hosts } : {}),
+  };
+}
+
+/** Entries added, removed and changed between two name -> VIP maps, each sorted by name. */
+function diffEntries(
+  before: ReadonlyMap<string, string> | undefined,
+  after: ReadonlyMap<string, string> | undefined,
+): { added: VipEntry[]; removed: VipEntry[]; changed: VipChange[] } {
+  const oldVips = before ?? new Map<string, string>();
+  const newVips = after ?? new Map<string, string>();
   const added: VipEntry[] = [];
   const removed: VipEntry[] = [];
   const changed: VipChange[] = [];
@@ -65,21 +98,9 @@ export function diffMesh(
   for (const [service, vip] of oldVips) {
     if (!newVips.has(service)) removed.push({ service, vip });
   }
-  const change = before === undefined ? "added" : after === undefined ? "removed" : "changed";
-  if (change === "changed" && added.length + removed.length + changed.length === 0) {
-    return undefined;
-  }
   const sort = <T extends { service: string }>(list: T[]): T[] =>
     list.sort((a, b) => byText(a.service, b.service));
-  return {
-    mesh,
-    change,
-    version: after?.version,
-    previousVersion: before?.version,
-    added: sort(added),
-    removed: sort(removed),
-    changed: sort(changed),
-  };
+  return { added: sort(added), removed: sort(removed), changed: sort(changed) };
 }
 
 /** The changes between two sets of mesh views. */

@@ -4,13 +4,16 @@
  * - `<service>.<domain>` answers A (IPv4 VIP) or AAAA (IPv6 VIP);
  * - the Kuma variant, `_` replaced by `.` (`backend_kuma-demo_svc_8080` ->
  *   `backend.kuma-demo.svc.8080.<domain>`), answers the same;
+ * - an external service's host answers under its own name (`api.example.com`, not under the
+ *   domain) with the host's VIP;
  * - the reverse name of a VIP (`7.0.0.240.in-addr.arpa`, nibbles under `ip6.arpa`) answers PTR
- *   with the name the service resolves under.
+ *   with the name the service (or the host) resolves under.
  *
  * Names are case-insensitive (kept lowercase). Two services whose names collide after
  * lowercasing or the `_` rewrite are resolved deterministically: an exact name beats a
  * rewritten one, then the smaller service name (code-unit order) wins; every collision is
- * listed in {@link NameTable.collisions}.
+ * listed in {@link NameTable.collisions}. A host whose name a service's name already takes is
+ * listed there too (as the loser `host/<host>`): services keep their names.
  */
 import ipaddr from "ipaddr.js";
 import { VipPool } from "../domain/pool.ts";
@@ -180,6 +183,26 @@ export class NameTable {
       const name = ownName.get(owner.service);
       if (name !== undefined) this.ptr.set(reverseName(vip), name);
     }
+    for (const lookup of snapshot.allHosts().values()) {
+      const entry = `host/${lookup.host}`;
+      const name = dnsName(lookup.host);
+      if (name === undefined) {
+        unservable.push(entry);
+        continue;
+      }
+      const taken = this.forward.get(name);
+      if (taken !== undefined) {
+        collisions.push({ name, winner: taken.service, losers: [entry] });
+        continue;
+      }
+      const v4 = ipaddr.parse(lookup.vip).kind() === "ipv4";
+      this.forward.set(name, {
+        service: entry,
+        ...(v4 ? { a: lookup.vip } : { aaaa: lookup.vip }),
+      });
+      const reverse = reverseName(lookup.vip);
+      if (!this.ptr.has(reverse)) this.ptr.set(reverse, name);
+    }
     const ranges = new Set<string>(options.ranges ?? []);
     for (const mesh of snapshot.meshes()) ranges.add(snapshot.get(mesh)?.cidr ?? "");
     for (const range of ranges) {
@@ -202,10 +225,10 @@ export class NameTable {
   resolve(qname: string, type: string): Resolution {
     const name = qname.toLowerCase().replace(/\.$/, "");
     if (name.endsWith(".arpa")) return this.resolveReverse(name, type);
-    if (name !== this.domain && !name.endsWith(`.${this.domain}`)) {
+    const entry = this.forward.get(name);
+    if (entry === undefined && name !== this.domain && !name.endsWith(`.${this.domain}`)) {
       return { status: "REFUSED", answers: [] };
     }
-    const entry = this.forward.get(name);
     if (entry === undefined) {
       const exists = name === this.domain || this.parents.has(name);
       return { status: exists ? "NOERROR" : "NXDOMAIN", answers: [] };

@@ -45,6 +45,7 @@ export {
 } from "./serve-dns.ts";
 export {
   canonicalVip,
+  type HostLookup,
   type MalformedItem,
   type MeshView,
   meshViewOf,

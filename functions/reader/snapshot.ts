@@ -22,6 +22,10 @@ export interface MeshView {
   readonly vips: ReadonlyMap<string, string>;
   /** service -> reason, for services without a VIP (range exhausted). */
   readonly unallocated: ReadonlyMap<string, string>;
+  /** External services' hosts -> VIP (canonical text); empty when the mesh has none. */
+  readonly hosts: ReadonlyMap<string, string>;
+  /** host -> reason, for hosts without a VIP (range exhausted). */
+  readonly unallocatedHosts: ReadonlyMap<string, string>;
 }
 
 /** Why an item (or part of it) was skipped. */
@@ -29,7 +33,7 @@ export interface MalformedItem {
   /** The mesh, when the item has a usable key. */
   readonly mesh: string | undefined;
   readonly version: number | undefined;
-  /** The service whose entry was skipped; undefined when the whole item was. */
+  /** The service (or `host/<host>`) whose entry was skipped; undefined when the whole item was. */
   readonly service?: string;
   readonly reason: string;
 }
@@ -71,25 +75,28 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
     return { issues: [{ mesh, version, reason: `cannot decode the item: ${detail}` }] };
   }
   const issues: MalformedItem[] = [];
-  const vips = new Map<string, string>();
-  for (const service of Object.keys(decoded.vips)) {
-    const text = decoded.vips[service] as string;
-    const vip = canonicalVip(text);
-    if (vip === undefined) {
-      issues.push({
-        mesh,
-        version,
-        service,
-        reason: `VIP ${JSON.stringify(text)} is not an address`,
-      });
-    } else {
-      vips.set(service, vip);
+  const addresses = (entries: Readonly<Record<string, string>>, prefix: string) => {
+    const out = new Map<string, string>();
+    for (const name of Object.keys(entries)) {
+      const text = entries[name] as string;
+      const vip = canonicalVip(text);
+      if (vip === undefined) {
+        issues.push({
+          mesh,
+          version,
+          service: `${prefix}${name}`,
+          reason: `VIP ${JSON.stringify(text)} is not an address`,
+        });
+      } else {
+        out.set(name, vip);
+      }
     }
-  }
-  const unallocated = new Map<string, string>();
-  for (const service of Object.keys(decoded.unallocated ?? {})) {
-    unallocated.set(service, (decoded.unallocated as Record<string, string>)[service] as string);
-  }
+    return out;
+  };
+  const vips = addresses(decoded.vips, "");
+  const hosts = addresses(decoded.hosts ?? {}, "host/");
+  const unallocated = new Map(Object.entries(decoded.unallocated ?? {}));
+  const unallocatedHosts = new Map(Object.entries(decoded.unallocatedHosts ?? {}));
   return {
     view: {
       mesh,
@@ -99,6 +106,8 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
       updatedAt: decoded.updatedAt,
       vips,
       unallocated,
+      hosts,
+      unallocatedHosts,
     },
     issues,
   };
@@ -118,6 +127,15 @@ export interface ServiceLookup {
   readonly addresses: ReadonlyArray<{ readonly vip: string; readonly meshes: readonly string[] }>;
 }
 
+/** A host's VIP and the meshes that list it (an external service's host). */
+export interface HostLookup {
+  readonly host: string;
+  /** The VIP most meshes list (ties: the smaller text). */
+  readonly vip: string;
+  /** Meshes that list the host with {@link vip}, sorted. */
+  readonly meshes: readonly string[];
+}
+
 /** Whose a VIP is. */
 export interface ReverseLookup {
   readonly vip: string;
@@ -135,6 +153,8 @@ const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 export class VipSnapshot {
   private services: Map<string, ServiceLookup> | undefined;
   private owners: Map<string, ReverseLookup> | undefined;
+  private hostIndex: Map<string, HostLookup> | undefined;
+  private hostOwners: Map<string, HostLookup> | undefined;
 
   constructor(readonly meshViews: ReadonlyMap<string, MeshView> = new Map()) {}
 
@@ -170,6 +190,50 @@ export class VipSnapshot {
   allVips(): ReadonlyMap<string, ReverseLookup> {
     this.owners ??= this.indexOwners();
     return this.owners;
+  }
+
+  /** An external service's host (lower case, as the items list it) and its VIP. */
+  lookupHost(host: string): HostLookup | undefined {
+    return this.allHosts().get(host.toLowerCase());
+  }
+
+  /** Every host with a VIP. */
+  allHosts(): ReadonlyMap<string, HostLookup> {
+    this.hostIndex ??= this.indexHosts();
+    return this.hostIndex;
+  }
+
+  /** Which host `vip` is (any textual form), when it is a host's VIP. */
+  reverseHost(vip: string): HostLookup | undefined {
+    const canonical = canonicalVip(vip);
+    if (canonical === undefined) return undefined;
+    if (this.hostOwners === undefined) {
+      this.hostOwners = new Map();
+      // Hosts by name order: a VIP listed for two hosts (never, by the contract) names the first.
+      for (const lookup of [...this.allHosts().values()].sort((a, b) => byText(a.host, b.host))) {
+        if (!this.hostOwners.has(lookup.vip)) this.hostOwners.set(lookup.vip, lookup);
+      }
+    }
+    return this.hostOwners.get(canonical);
+  }
+
+  private indexHosts(): Map<string, HostLookup> {
+    const holders = new Map<string, Map<string, string[]>>();
+    for (const mesh of this.meshes()) {
+      for (const [host, vip] of (this.meshViews.get(mesh) as MeshView).hosts) {
+        const byVip = holders.get(host) ?? new Map<string, string[]>();
+        holders.set(host, byVip);
+        byVip.set(vip, [...(byVip.get(vip) ?? []), mesh]);
+      }
+    }
+    const out = new Map<string, HostLookup>();
+    for (const [host, byVip] of holders) {
+      const [vip, meshes] = [...byVip].sort(
+        (a, b) => b[1].length - a[1].length || byText(a[0], b[0]),
+      )[0] as [string, string[]];
+      out.set(host, { host, vip, meshes });
+    }
+    return out;
   }
 
   private indexServices(): Map<string, ServiceLookup> {

@@ -20,6 +20,7 @@ import { resolveTableNames } from "../store/table-definitions.ts";
 import { diffSnapshots, isEmptyDiff, type SnapshotDiff } from "./diff.ts";
 import { readerErrorOf, VipReaderError } from "./errors.ts";
 import {
+  type HostLookup,
   type MalformedItem,
   type MeshView,
   meshViewOf,
@@ -167,6 +168,16 @@ export class VipReader {
   /** Whose a VIP is. */
   reverse(vip: string): ReverseLookup | undefined {
     return this.current.reverse(vip);
+  }
+
+  /** An external service's host's VIP and the meshes listing it (`MeshView.hosts` per mesh). */
+  lookupHost(host: string): HostLookup | undefined {
+    return this.current.lookupHost(host);
+  }
+
+  /** Which host a VIP is, when it is a host's. */
+  reverseHost(vip: string): HostLookup | undefined {
+    return this.current.reverseHost(vip);
   }
 
   /** Mesh names, sorted. */

@@ -7,7 +7,12 @@ import {
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
 } from "@aws-sdk/client-dynamodb";
-import { ALL_TABLES, type TableDefinition, type TableNames } from "./table-definitions.ts";
+import {
+  ALL_TABLES,
+  EXTERNAL_SERVICES_TABLE,
+  type TableDefinition,
+  type TableNames,
+} from "./table-definitions.ts";
 
 /** Maps one table definition to the CreateTable input (on-demand, as in the CDK stack). */
 export function createTableInput(def: TableDefinition, tableName: string): CreateTableCommandInput {
@@ -48,14 +53,20 @@ export interface CreatedTable {
   readonly streamArn: string | undefined;
 }
 
-/** Creates every table that does not exist yet; idempotent. */
+/** Creates every table that does not exist yet (the optional ones when named); idempotent. */
 export async function createTables(
   client: DynamoDBClient,
   names: TableNames,
 ): Promise<CreatedTable[]> {
   const results: CreatedTable[] = [];
-  for (const def of ALL_TABLES) {
-    const name = names[def.id];
+  const wanted: [TableDefinition, string][] = ALL_TABLES.map((def) => [
+    def,
+    names[def.id as Exclude<TableDefinition["id"], "externalServices">],
+  ]);
+  if (names.externalServices !== undefined) {
+    wanted.splice(2, 0, [EXTERNAL_SERVICES_TABLE, names.externalServices]);
+  }
+  for (const [def, name] of wanted) {
     let created = true;
     try {
       await client.send(new CreateTableCommand(createTableInput(def, name)));

@@ -1,5 +1,5 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
-import { type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
+import { type ContributorKind, type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
@@ -152,9 +152,13 @@ export class DynamoMembershipIndex implements MembershipIndex {
     return entries;
   }
 
-  async recordsOf(mesh: string, consistent = true): Promise<IndexedDataplane[]> {
+  async recordsOf(
+    mesh: string,
+    consistent = true,
+    kind?: ContributorKind,
+  ): Promise<IndexedDataplane[]> {
     const records: IndexedDataplane[] = [];
-    for await (const item of this.partition(recordPartition(mesh), undefined, consistent)) {
+    for await (const item of this.partition(recordPartition(mesh, kind), undefined, consistent)) {
       records.push(decodeRecord(item));
     }
     return records;

@@ -6,8 +6,9 @@ import {
   paginateScan,
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { DataplaneKey } from "../domain/contributions.ts";
+import type { ContributorKind, DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
+import { EXTERNAL_SERVICE_TYPE } from "../domain/external-service.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
 import { toPlain } from "./attribute-values.ts";
 import type { MeshSource, Page, SourceRead } from "./ports.ts";
@@ -20,8 +21,38 @@ import type { MeshSource, Page, SourceRead } from "./ports.ts";
 export class DynamoMeshSource implements MeshSource {
   constructor(
     private readonly client: DynamoDBClient,
-    private readonly tables: { readonly meshes: string; readonly dataplanes: string },
+    private readonly tables: {
+      readonly meshes: string;
+      readonly dataplanes: string;
+      readonly externalServices?: string | undefined;
+    },
   ) {}
+
+  get externalServices(): boolean {
+    return this.tables.externalServices !== undefined;
+  }
+
+  async externalServicesOf(mesh: string, consistent = true): Promise<SourceRead> {
+    const table = this.tables.externalServices;
+    if (table === undefined) return { records: [], issues: [] };
+    const pages = paginateQuery(
+      { client: this.client },
+      {
+        TableName: table,
+        KeyConditionExpression: "#m = :m",
+        ExpressionAttributeNames: { "#m": "mesh" },
+        ExpressionAttributeValues: { ":m": { S: mesh } },
+        ConsistentRead: consistent,
+      },
+    );
+    return await this.collect(pages, "external-service");
+  }
+
+  private tableOf(kind: ContributorKind | undefined): string {
+    return kind === "external-service"
+      ? (this.tables.externalServices ?? this.tables.dataplanes)
+      : this.tables.dataplanes;
+  }
 
   async meshExists(mesh: string): Promise<boolean> {
     const result = await this.client.send(
@@ -64,50 +95,76 @@ export class DynamoMeshSource implements MeshSource {
   }
 
   async dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead> {
-    const items = await Promise.all(
+    const read = await Promise.all(
       keys.map(async (key) => {
+        if (key.kind !== undefined && this.tables.externalServices === undefined) return [];
         const result = await this.client.send(
           new GetItemCommand({
-            TableName: this.tables.dataplanes,
+            TableName: this.tableOf(key.kind),
             Key: { mesh: { S: key.mesh }, name: { S: key.name } },
             ConsistentRead: true,
           }),
         );
-        return result.Item;
+        return result.Item === undefined ? [] : [{ item: result.Item, kind: key.kind }];
       }),
     );
-    return this.decode(items.filter((item) => item !== undefined));
+    const records: DataplaneRecord[] = [];
+    const issues: InputIssue[] = [];
+    for (const { item, kind } of read.flat()) {
+      const one = this.decode([item], kind);
+      records.push(...one.records);
+      issues.push(...one.issues);
+    }
+    return { records, issues };
   }
 
   async *allDataplanes(): AsyncIterable<SourceRead> {
-    const pages = paginateScan(
-      { client: this.client },
-      { TableName: this.tables.dataplanes, ConsistentRead: true },
-    );
-    for await (const page of pages) yield this.decode(page.Items ?? []);
+    const kinds: (ContributorKind | undefined)[] = [undefined];
+    if (this.tables.externalServices !== undefined) kinds.push("external-service");
+    for (const kind of kinds) {
+      const pages = paginateScan(
+        { client: this.client },
+        { TableName: this.tableOf(kind), ConsistentRead: true },
+      );
+      for await (const page of pages) yield this.decode(page.Items ?? [], kind);
+    }
   }
 
+  /**
+   * Positions: `[mesh, name]` in the dataplanes table, then `[mesh, name, "ExternalService"]`
+   * (or `["", "", "ExternalService"]`: its start) in the external-services table.
+   */
   async dataplanePage(
     after: string | undefined,
     limit: number,
   ): Promise<SourceRead & { readonly next: string | undefined }> {
-    const start = after === undefined ? undefined : (JSON.parse(after) as [string, string]);
+    const start = after === undefined ? undefined : (JSON.parse(after) as string[]);
+    const kind: ContributorKind | undefined =
+      start !== undefined && start.length === 3 ? "external-service" : undefined;
+    const from =
+      start !== undefined && start[0] !== ""
+        ? { mesh: String(start[0]), name: String(start[1]) }
+        : undefined;
     const result = await this.client.send(
       new ScanCommand({
-        TableName: this.tables.dataplanes,
+        TableName: this.tableOf(kind),
         ConsistentRead: true,
         Limit: limit,
-        ...(start !== undefined
-          ? { ExclusiveStartKey: { mesh: { S: start[0] }, name: { S: start[1] } } }
+        ...(from !== undefined
+          ? { ExclusiveStartKey: { mesh: { S: from.mesh }, name: { S: from.name } } }
           : {}),
       }),
     );
     const last = result.LastEvaluatedKey;
-    const next =
+    const tail = kind === undefined ? [] : [EXTERNAL_SERVICE_TYPE];
+    let next =
       last?.mesh?.S !== undefined && last.name?.S !== undefined
-        ? JSON.stringify([last.mesh.S, last.name.S])
+        ? JSON.stringify([last.mesh.S, last.name.S, ...tail])
         : undefined;
-    return { ...this.decode(result.Items ?? []), next };
+    if (next === undefined && kind === undefined && this.tables.externalServices !== undefined) {
+      next = JSON.stringify(["", "", EXTERNAL_SERVICE_TYPE]);
+    }
+    return { ...this.decode(result.Items ?? [], kind), next };
   }
 
   async meshPage(
@@ -133,11 +190,12 @@ export class DynamoMeshSource implements MeshSource {
 
   private async collect(
     pages: AsyncIterable<{ Items?: Record<string, AttributeValue>[] }>,
+    kind?: ContributorKind,
   ): Promise<SourceRead> {
     const records: DataplaneRecord[] = [];
     const issues: InputIssue[] = [];
     for await (const page of pages) {
-      const read = this.decode(page.Items ?? []);
+      const read = this.decode(page.Items ?? [], kind);
       records.push(...read.records);
       issues.push(...read.issues);
     }
@@ -145,22 +203,26 @@ export class DynamoMeshSource implements MeshSource {
   }
 
   /** Items as dataplane records; an undecodable one is kept without content and reported. */
-  private decode(items: readonly Record<string, AttributeValue>[]): SourceRead {
+  private decode(
+    items: readonly Record<string, AttributeValue>[],
+    kind?: ContributorKind,
+  ): SourceRead {
     const records: DataplaneRecord[] = [];
     const issues: InputIssue[] = [];
     for (const item of items) {
       const mesh = item.mesh?.S ?? "";
       const name = item.name?.S ?? "";
+      const key = kind === undefined ? { mesh, name } : { mesh, name, kind };
       try {
-        records.push({ mesh, name, item: toPlain(item) });
+        records.push({ ...key, item: toPlain(item) });
       } catch (error) {
         issues.push({
-          table: this.tables.dataplanes,
+          table: this.tableOf(kind),
           key: { mesh, name },
           field: "(item)",
           reason: `undecodable: ${error instanceof Error ? error.message : String(error)}`,
         });
-        records.push({ mesh, name, item: undefined });
+        records.push({ ...key, item: undefined });
       }
     }
     return { records, issues };

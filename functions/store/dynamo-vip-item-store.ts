@@ -2,7 +2,7 @@ import type { VipItem } from "../domain/types.ts";
 import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
 import type { ItemRevision, ItemWriteResult, Page, VipItemStore } from "./ports.ts";
-import { decodeVipItem, encodeVipItem } from "./vip-item-codec.ts";
+import { decodeAllocatorItem, encodeVipItem } from "./vip-item-codec.ts";
 
 /**
  * The public `vips` table. Every write is conditional on the version and incarnation read
@@ -18,7 +18,7 @@ export class DynamoVipItemStore implements VipItemStore {
 
   async get(mesh: string): Promise<VipItem | undefined> {
     const item = await this.doc.get({ TableName: this.table, Key: { mesh }, ConsistentRead: true });
-    return item === undefined ? undefined : decodeVipItem(item);
+    return item === undefined ? undefined : decodeAllocatorItem(item);
   }
 
   async put(item: VipItem, expected: ItemRevision | undefined): Promise<ItemWriteResult> {
@@ -69,7 +69,7 @@ export class DynamoVipItemStore implements VipItemStore {
     const malformed: string[] = [];
     for (const stored of page.items) {
       try {
-        items.push(decodeVipItem(stored));
+        items.push(decodeAllocatorItem(stored));
       } catch {
         malformed.push(String(stored.mesh));
       }
@@ -106,7 +106,7 @@ export class DynamoVipItemStore implements VipItemStore {
 function lost(found: PlainRecord | undefined): ItemWriteResult {
   if (found === undefined) return { written: false, found: "unknown" };
   try {
-    return { written: false, found: decodeVipItem(found) };
+    return { written: false, found: decodeAllocatorItem(found) };
   } catch {
     return { written: false, found: "unknown" };
   }

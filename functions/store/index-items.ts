@@ -5,7 +5,7 @@
  *   where <id> is the dataplane's id (domain/contributions.ts). A service name never holds
  *   `#`, so `begins_with(sk, "<service>#")` finds exactly that service's contributors;
  * - a record per dataplane of what it contributes now: pk `d#<mesh>` (the mesh it is stored
- *   under), sk `<name>`, with `c` (a list of `{ m, s }`), `seq` (fixed-width stream sequence
+ *   under; `e#<mesh>` for an external service, whose id ends in `"ExternalService"`), sk `<name>`, with `c` (a list of `{ m, s }`), `seq` (fixed-width stream sequence
  *   number) and `v` (version). A mesh's records are one partition, so the repair sweep reads
  *   them with a Query billed by size, not a key at a time. A dataplane that contributes
  *   nothing keeps its record as a tombstone (`c` empty) while the record that emptied it may
@@ -15,6 +15,7 @@
  */
 import {
   type Contribution,
+  type ContributorKind,
   type DataplaneKey,
   dataplaneId,
   parseDataplaneId,
@@ -26,6 +27,8 @@ export const ENTRY_PREFIX = "m#";
 /** How long a tombstone outlives the record that wrote it: a week (streams keep 24 hours). */
 export const TOMBSTONE_TTL_SECONDS = 7 * 24 * 3600;
 export const RECORD_PREFIX = "d#";
+/** The records of external services (the other contributor kind). */
+export const EXTERNAL_RECORD_PREFIX = "e#";
 
 export function meshPartition(mesh: string): string {
   return `${ENTRY_PREFIX}${mesh}`;
@@ -42,12 +45,12 @@ export function entryKey(pair: Contribution, dataplane: DataplaneKey): PlainReco
   };
 }
 
-export function recordPartition(mesh: string): string {
-  return `${RECORD_PREFIX}${mesh}`;
+export function recordPartition(mesh: string, kind?: ContributorKind): string {
+  return `${kind === "external-service" ? EXTERNAL_RECORD_PREFIX : RECORD_PREFIX}${mesh}`;
 }
 
 export function recordKey(dataplane: DataplaneKey): PlainRecord {
-  return { pk: recordPartition(dataplane.mesh), sk: dataplane.name };
+  return { pk: recordPartition(dataplane.mesh, dataplane.kind), sk: dataplane.name };
 }
 
 /** The service an entry's sort key names. */
@@ -90,8 +93,12 @@ function text(value: unknown, what: string): string {
 export function decodeRecord(item: PlainRecord): IndexedDataplane {
   const pk = text(item.pk, "pk");
   const list = Array.isArray(item.c) ? item.c : [];
+  const mesh = pk.slice(RECORD_PREFIX.length);
+  const name = text(item.sk, "sk");
   return {
-    key: { mesh: pk.slice(RECORD_PREFIX.length), name: text(item.sk, "sk") },
+    key: pk.startsWith(EXTERNAL_RECORD_PREFIX)
+      ? { mesh, name, kind: "external-service" }
+      : { mesh, name },
     contributions: list.map((entry) => {
       const pair = entry as PlainRecord;
       return { mesh: text(pair.m, "c[].m"), service: text(pair.s, "c[].s") };
@@ -106,7 +113,9 @@ export function decodeItem(
   item: PlainRecord,
 ): { entry: IndexEntry } | { record: IndexedDataplane } | undefined {
   const pk = text(item.pk, "pk");
-  if (pk.startsWith(RECORD_PREFIX)) return { record: decodeRecord(item) };
+  if (pk.startsWith(RECORD_PREFIX) || pk.startsWith(EXTERNAL_RECORD_PREFIX)) {
+    return { record: decodeRecord(item) };
+  }
   if (!pk.startsWith(ENTRY_PREFIX)) return undefined;
   const sk = text(item.sk, "sk");
   const service = serviceOfSortKey(sk);

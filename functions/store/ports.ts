@@ -1,4 +1,4 @@
-import type { Contribution, DataplaneKey } from "../domain/contributions.ts";
+import type { Contribution, ContributorKind, DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord, Membership, VipItem } from "../domain/types.ts";
 
@@ -23,18 +23,22 @@ export interface SourceRead {
  * detection reads, whose findings are read again before anything is changed). (A batch shares one read of the ingresses: see allocator/pass/batch-ingresses.ts.)
  */
 export interface MeshSource {
+  /** Whether the deployment has the optional external-services table. */
+  readonly externalServices: boolean;
   meshExists(mesh: string): Promise<boolean>;
+  /** Every external service stored under `mesh` (records of kind `external-service`; none without the table). */
+  externalServicesOf(mesh: string, consistent?: boolean): Promise<SourceRead>;
   /** Every dataplane item stored under `mesh`, ingresses included. */
   dataplanesOf(mesh: string, consistent?: boolean): Promise<SourceRead>;
   /** Every ingress dataplane, whatever mesh it is stored under. */
   ingresses(consistent?: boolean): Promise<SourceRead>;
-  /** The given dataplanes as stored now (absent ones are left out). */
+  /** The given dataplanes (and external services, by their key's kind) as stored now (absent ones are left out). */
   dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
-  /** Every dataplane of the table, a page at a time (the index builder's read; never on the event path). */
+  /** Every dataplane of the table, then every external service, a page at a time (the index builder's read; never on the event path). */
   allDataplanes(): AsyncIterable<SourceRead>;
   /**
    * Up to `limit` dataplanes after the position `after` (a backfill's resumable read; never on
-   * the event path). `next`: the position after the last item read, undefined at the end.
+   * the event path), then the external services, as one sequence of positions. `next`: the position after the last item read, undefined at the end.
    */
   dataplanePage(
     after: string | undefined,
@@ -94,8 +98,15 @@ export interface MembershipIndex {
   servicesOf(mesh: string): Promise<string[]>;
   /** Every contributor entry of `mesh` (the repair sweep's read). */
   entriesOf(mesh: string, consistent?: boolean): Promise<IndexEntry[]>;
-  /** The records of every dataplane stored under `mesh` (the repair sweep's read). */
-  recordsOf(mesh: string, consistent?: boolean): Promise<IndexedDataplane[]>;
+  /**
+   * The records of every dataplane stored under `mesh` (the repair sweep's read); with
+   * `kind`, of every contributor of that kind (external services) stored under it.
+   */
+  recordsOf(
+    mesh: string,
+    consistent?: boolean,
+    kind?: ContributorKind,
+  ): Promise<IndexedDataplane[]>;
   /** Every entry and every dataplane record, a page at a time (builder and checks only). */
   scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
 }

@@ -1,5 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
+import type { DataplaneKey } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
@@ -11,12 +12,15 @@ export type DecodedRecord =
   | {
       readonly ok: true;
       readonly sequenceNumber: string;
-      readonly table: "meshes" | "dataplanes";
+      readonly table: "meshes" | "dataplanes" | "external-services";
       readonly meshes: readonly string[];
       readonly createdAtMs: number | undefined;
-      /** A dataplane record's key and images (undefined: absent, or not decodable). */
+      /**
+       * A dataplane (or external service) record's key and images (undefined: absent, or not
+       * decodable); an external service's key has `kind: "external-service"`.
+       */
       readonly dataplane?: {
-        readonly key: { readonly mesh: string; readonly name: string };
+        readonly key: DataplaneKey;
         readonly newImage: unknown;
         readonly oldImage: unknown;
       };
@@ -96,10 +100,33 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
       dataplane: { key: { mesh, name }, newImage, oldImage },
     };
   }
+  if (tableName !== undefined && tableName === tables.externalServices) {
+    // An external service touches only its own mesh (it has no ingress form).
+    const mesh = keys.mesh?.S;
+    if (mesh === undefined || mesh === "")
+      return fail(tableName, "Keys.mesh", "missing or not a string");
+    const name = keys.name?.S;
+    if (name === undefined) return fail(tableName, "Keys.name", "missing or not a string");
+    return {
+      ok: true,
+      sequenceNumber,
+      table: "external-services",
+      meshes: [mesh],
+      createdAtMs,
+      dataplane: {
+        key: { mesh, name, kind: "external-service" },
+        newImage: imageOrNothing(record.dynamodb?.NewImage),
+        oldImage: imageOrNothing(record.dynamodb?.OldImage),
+      },
+    };
+  }
+  const inputs = [tables.meshes, tables.dataplanes, tables.externalServices].filter(
+    (name) => name !== undefined,
+  );
   return fail(
     tableName ?? "(unknown)",
     "eventSourceARN",
-    `not a stream of ${tables.meshes} or ${tables.dataplanes}: ${record.eventSourceARN ?? "missing"}`,
+    `not a stream of ${inputs.join(" or ")}: ${record.eventSourceARN ?? "missing"}`,
   );
 }
 

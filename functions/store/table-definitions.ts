@@ -15,7 +15,7 @@ export interface KeyDefinition {
 
 export interface TableDefinition {
   /** Logical id, also used for CDK construct ids. */
-  readonly id: "meshes" | "dataplanes" | "vips" | "claims" | "index";
+  readonly id: "meshes" | "dataplanes" | "externalServices" | "vips" | "claims" | "index";
   /** Environment variable that overrides the physical table name. */
   readonly envVar: string;
   /** Physical name when the environment variable is unset. */
@@ -59,6 +59,21 @@ export const DATAPLANES_TABLE: TableDefinition = {
   id: "dataplanes",
   envVar: "DATAPLANES_TABLE",
   defaultName: "dataplanes",
+  partitionKey: { name: "mesh", type: "S" },
+  sortKey: { name: "name", type: "S" },
+  stream: "NEW_AND_OLD_IMAGES",
+};
+
+/**
+ * Kuma's ExternalService resources (key mesh/name, like dataplanes): optional. A deployment
+ * without it behaves as if it were empty. The function uses it only when its environment
+ * variable names it (no default for the function); the local runtime always has it, under the
+ * default name.
+ */
+export const EXTERNAL_SERVICES_TABLE: TableDefinition = {
+  id: "externalServices",
+  envVar: "EXTERNAL_SERVICES_TABLE",
+  defaultName: "external-services",
   partitionKey: { name: "mesh", type: "S" },
   sortKey: { name: "name", type: "S" },
   stream: "NEW_AND_OLD_IMAGES",
@@ -108,20 +123,41 @@ export const ALL_TABLES: readonly TableDefinition[] = [
   INDEX_TABLE,
 ];
 
-export type TableNames = Readonly<Record<TableDefinition["id"], string>>;
+/** The optional input tables: used only when named (see {@link resolveTableNames}). */
+export const OPTIONAL_TABLES: readonly TableDefinition[] = [EXTERNAL_SERVICES_TABLE];
 
-/** Resolves physical table names from an environment-like record. */
-export function resolveTableNames(env: Readonly<Record<string, string | undefined>>): TableNames {
+export type TableNames = Readonly<
+  Record<Exclude<TableDefinition["id"], "externalServices">, string>
+> & {
+  /** The external-services table; undefined: the deployment has none. */
+  readonly externalServices?: string;
+};
+
+/**
+ * Resolves physical table names from an environment-like record. The optional tables are
+ * undefined unless their variable names them, or `withOptional` asks for them by default name
+ * (the local runtime).
+ */
+export function resolveTableNames(
+  env: Readonly<Record<string, string | undefined>>,
+  withOptional = false,
+): TableNames {
   const name = (def: TableDefinition): string => {
     const value = env[def.envVar];
     return value === undefined || value === "" ? def.defaultName : value;
   };
+  const external = env[EXTERNAL_SERVICES_TABLE.envVar]?.trim();
   return {
     meshes: name(MESHES_TABLE),
     dataplanes: name(DATAPLANES_TABLE),
     vips: name(VIPS_TABLE),
     claims: name(CLAIMS_TABLE),
     index: name(INDEX_TABLE),
+    ...(external !== undefined && external !== ""
+      ? { externalServices: external }
+      : withOptional
+        ? { externalServices: EXTERNAL_SERVICES_TABLE.defaultName }
+        : {}),
   };
 }
 
@@ -130,8 +166,14 @@ export function resolveTableNames(env: Readonly<Record<string, string | undefine
  * own for one test, benchmark run or emulator session, so runs sharing an endpoint never see
  * each other's items or streams.
  */
-export function prefixedTableEnv(prefix: string): Record<string, string> {
+export function prefixedTableEnv(
+  prefix: string,
+  options: { readonly externalServices?: boolean } = {},
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const def of ALL_TABLES) env[def.envVar] = `${prefix}-${def.id}`;
+  if (options.externalServices === true) {
+    env[EXTERNAL_SERVICES_TABLE.envVar] = `${prefix}-${EXTERNAL_SERVICES_TABLE.id}`;
+  }
   return env;
 }

@@ -1,5 +1,6 @@
 import { gunzipSync, gzipSync } from "node:zlib";
 import { VipItemTooLargeError } from "../domain/errors.ts";
+import { joinHosts, splitHosts } from "../domain/hosts.ts";
 import { emptyRecord } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 import { itemSizeBytes } from "./attribute-values.ts";
@@ -20,21 +21,46 @@ export const ITEM_MAX_BYTES = 390 * 1024;
  * - `format: 2`: `vipsGz` (B) is gzip of the JSON `{"vips": {...}, "unallocated": {...}}`,
  *   and `serviceCount` (N) says how many services `vips` has; `vips` is absent.
  * Every other attribute is the same in both. Plain stays the format of ordinary meshes.
+ *
+ * Hosts of external services (kept by the allocator among `vips` and `unallocated` under
+ * `host/<host>`) are stored apart, so readers of `vips` see services only: `hosts` and
+ * `unallocatedHosts` (maps, only when not empty; in format 2, in the JSON).
  */
 export type StoredVipItem = Record<string, unknown>;
 
 /** Encodes an item, choosing the compact format only when the plain one is too large. */
 export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: number } {
-  const { vips, unallocated, leaving, ...rest } = item;
+  const {
+    vips: all,
+    unallocated: allUnallocated,
+    leaving,
+    hosts: _h,
+    unallocatedHosts: _u,
+    ...rest
+  } = item;
+  const { services: vips, hosts } = splitHosts(all);
+  const split = allUnallocated === undefined ? undefined : splitHosts(allUnallocated);
+  const unallocated = split?.services;
+  const unallocatedHosts = split?.hosts ?? {};
+  const extra = {
+    ...(Object.keys(hosts).length > 0 ? { hosts } : {}),
+    ...(Object.keys(unallocatedHosts).length > 0 ? { unallocatedHosts } : {}),
+  };
   const plain: StoredVipItem = {
     ...rest,
     vips,
     ...(unallocated ? { unallocated } : {}),
     ...(leaving && leaving.length > 0 ? { leaving } : {}),
+    ...extra,
   };
   const plainBytes = itemSizeBytes(plain);
   if (plainBytes <= PLAIN_FORMAT_MAX_BYTES) return { stored: plain, bytes: plainBytes };
-  const payload = JSON.stringify({ vips, unallocated: unallocated ?? {}, leaving: leaving ?? [] });
+  const payload = JSON.stringify({
+    vips,
+    unallocated: unallocated ?? {},
+    leaving: leaving ?? [],
+    ...extra,
+  });
   const compact: StoredVipItem = {
     ...rest,
     format: 2,
@@ -59,11 +85,43 @@ function stringList(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((entry) => typeof entry === "string") : [];
 }
 
-/** Reads a stored VIP item in either format (the project's reader for downstream code). */
+/**
+ * Reads a stored VIP item in either format (the project's reader for downstream code): `vips`
+ * and `unallocated` hold services only; `hosts` and `unallocatedHosts` (present only when not
+ * empty) the hosts of external services.
+ */
 export function decodeVipItem(raw: StoredVipItem): VipItem {
+  const { hosts, unallocatedHosts, ...item } = decodeStored(raw);
+  return {
+    ...item,
+    ...(Object.keys(hosts).length > 0 ? { hosts } : {}),
+    ...(Object.keys(unallocatedHosts).length > 0 ? { unallocatedHosts } : {}),
+  };
+}
+
+/**
+ * Reads a stored VIP item as the allocator keeps it: hosts among `vips` and `unallocated` under
+ * their entry names `host/<host>` (the allocator's stores, its checks and the benches).
+ */
+export function decodeAllocatorItem(raw: StoredVipItem): VipItem {
+  const { hosts, unallocatedHosts, ...item } = decodeStored(raw);
+  if (Object.keys(hosts).length === 0 && Object.keys(unallocatedHosts).length === 0) return item;
+  const unallocated = joinHosts(item.unallocated ?? {}, unallocatedHosts);
+  return {
+    ...item,
+    vips: joinHosts(item.vips, hosts),
+    ...(Object.keys(unallocated).length > 0 ? { unallocated } : {}),
+  };
+}
+
+function decodeStored(
+  raw: StoredVipItem,
+): VipItem & { hosts: Record<string, string>; unallocatedHosts: Record<string, string> } {
   let vips = stringRecord(raw.vips);
   let unallocated = stringRecord(raw.unallocated);
   let leaving = stringList(raw.leaving);
+  let hosts = stringRecord(raw.hosts);
+  let unallocatedHosts = stringRecord(raw.unallocatedHosts);
   if (Number(raw.format) === 2) {
     const bytes = raw.vipsGz;
     if (!(bytes instanceof Uint8Array)) {
@@ -73,6 +131,8 @@ export function decodeVipItem(raw: StoredVipItem): VipItem {
     vips = stringRecord(payload.vips);
     unallocated = stringRecord(payload.unallocated);
     leaving = stringList(payload.leaving);
+    hosts = stringRecord(payload.hosts);
+    unallocatedHosts = stringRecord(payload.unallocatedHosts);
   }
   return {
     mesh: String(raw.mesh),
@@ -84,5 +144,7 @@ export function decodeVipItem(raw: StoredVipItem): VipItem {
     incarnation: typeof raw.incarnation === "string" ? raw.incarnation : "",
     ...(typeof raw.renumberings === "number" ? { renumberings: raw.renumberings } : {}),
     ...(leaving.length > 0 ? { leaving } : {}),
+    hosts,
+    unallocatedHosts,
   };
 }

@@ -24,6 +24,21 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     },
   );
 
+  it.each(SEEDS.slice(0, 30))(
+    "seed %i with external services and their hosts in the mix: every invariant holds before and after the sweep",
+    async (seed) => {
+      const result = await runChaos(seed, 80, { externalServices: true });
+
+      expect(result.operations.some((op) => op.startsWith("external-service put"))).toBe(true);
+      expect(result.preSweepViolations ?? []).toEqual([]);
+      expect(result.preSweepLeaks ?? []).toEqual([]);
+      expect(result.redeliveryChanges).toEqual([]);
+      expect(result.violations).toEqual([]);
+      expect(result.leaks).toEqual([]);
+      expect(result.secondRepairs).toBe(0);
+    },
+  );
+
   it("injects every kind of fault over the default seeds", async () => {
     const kinds = new Set<string>();
     for (const seed of SEEDS.slice(0, 20)) {

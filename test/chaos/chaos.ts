@@ -21,6 +21,9 @@ import {
   type DataplaneItem,
   dataplane,
   dataplaneRecord,
+  type ExternalServiceItem,
+  externalService,
+  externalServiceRecord,
   ingress,
   meshRecord,
 } from "../fixtures/builders.ts";
@@ -34,7 +37,10 @@ import {
 } from "../fixtures/invariants.ts";
 import { World } from "../unit/reconcile-world.ts";
 
-const TABLES = resolveTableNames({});
+// With the optional external-services table: only runs with `externalServices` write to it.
+const TABLES = resolveTableNames({ EXTERNAL_SERVICES_TABLE: "external-services" });
+/** External services' hosts: names (one spelled like a service) and an IP (no host entry). */
+const HOSTS = ["api.example.com", "db.example.com", "web", "192.0.2.1"];
 const CIDRS = ["240.0.0.0/27", "240.0.0.0/26", "240.0.0.16/28", "240.0.0.0/29"];
 /** Service and mesh names, property names of Object.prototype among them: names are data. */
 const SERVICES = [
@@ -133,6 +139,9 @@ export interface ChaosBackend {
   deleteMesh(name: string): Promise<void>;
   putDataplane(item: DataplaneItem): Promise<void>;
   deleteDataplane(mesh: string, name: string): Promise<void>;
+  /** The external-services table (backends that have one). */
+  putExternalService?(item: ExternalServiceItem): Promise<void>;
+  deleteExternalService?(mesh: string, name: string): Promise<void>;
   meshNames(): Promise<string[]>;
   /** The service set of a mesh as the contract derives it from the tables now. */
   serviceSet(mesh: string): Promise<string[]>;
@@ -203,6 +212,8 @@ export function inMemoryBackend(
     deleteMesh: async (name) => world.source.deleteMesh(name),
     putDataplane: async (item) => world.source.putDataplane(item),
     deleteDataplane: async (mesh, name) => world.source.deleteDataplane(mesh, name),
+    putExternalService: async (item) => world.source.putExternalService(item),
+    deleteExternalService: async (mesh, name) => world.source.deleteExternalService(mesh, name),
     meshNames: async () => world.source.meshNames(),
     serviceSet: async (mesh) => world.serviceSet(mesh),
     ports: () => ({
@@ -227,6 +238,8 @@ export async function runChaos(
   steps = 40,
   options: {
     readonly sweep?: boolean;
+    /** External services (services and hosts) in the mix; needs a backend that has them. */
+    readonly externalServices?: boolean;
     /** The backend; default: the in-memory ports. */
     readonly backend?: (
       faults: FaultInjector,
@@ -252,10 +265,13 @@ export async function runChaos(
       : await options.backend(injector, setup);
 
   // The streams: records not yet delivered, in order.
-  const pending: { meshes: DynamoDBRecord[]; dataplanes: DynamoDBRecord[] } = {
-    meshes: [],
-    dataplanes: [],
-  };
+  const pending: {
+    meshes: DynamoDBRecord[];
+    dataplanes: DynamoDBRecord[];
+    external: DynamoDBRecord[];
+  } = { meshes: [], dataplanes: [], external: [] };
+  const withExternal = options.externalServices === true;
+  const storedExternal = new Map<string, ExternalServiceItem>();
   const delivered: DynamoDBRecord[][] = [];
   const stored = new Map<string, DataplaneItem>();
   const history = new ReuseHistory(world.quarantineSeconds * 1000);
@@ -279,6 +295,58 @@ export async function runChaos(
     stored.delete(id);
     await world.deleteDataplane(mesh, name);
     pending.dataplanes.push(dataplaneRecord(TABLES.dataplanes, { oldImage: old }));
+  };
+
+  const putExternal = async (item: ExternalServiceItem) => {
+    const id = JSON.stringify([item.mesh, item.name]);
+    const old = storedExternal.get(id);
+    storedExternal.set(id, item);
+    await world.putExternalService?.(item);
+    pending.external.push(
+      externalServiceRecord(TABLES.externalServices as string, {
+        ...(old ? { oldImage: old } : {}),
+        newImage: item,
+      }),
+    );
+  };
+  const deleteExternal = async (mesh: string, name: string) => {
+    const id = JSON.stringify([mesh, name]);
+    const old = storedExternal.get(id);
+    if (old === undefined) return;
+    storedExternal.delete(id);
+    await world.deleteExternalService?.(mesh, name);
+    pending.external.push(
+      externalServiceRecord(TABLES.externalServices as string, { oldImage: old }),
+    );
+  };
+  /** An external service put, deleted or moved to another mesh. */
+  const externalStep = async (mesh: string) => {
+    const name = `es-${Math.floor(random() * 4)}`;
+    const roll = random();
+    if (roll < 0.55) {
+      const service = pick(SERVICES);
+      const host = pick(HOSTS);
+      const optOut = chance(0.2);
+      await putExternal(
+        externalService(mesh, name, service, `${host}:${pick([80, 443])}`, {
+          disableHostDNSEntry: optOut,
+        }),
+      );
+      operations.push(
+        `external-service put ${mesh}/${name} ${service} ${host}${optOut ? " (no host entry)" : ""}`,
+      );
+    } else if (roll < 0.85) {
+      await deleteExternal(mesh, name);
+      operations.push(`external-service delete ${mesh}/${name}`);
+    } else {
+      const to = pick(MESHES);
+      const old = storedExternal.get(JSON.stringify([mesh, name]));
+      if (old !== undefined && to !== mesh) {
+        await deleteExternal(mesh, name);
+        await putExternal({ ...old, mesh: to });
+        operations.push(`external-service move ${mesh}/${name} -> ${to}`);
+      }
+    }
   };
 
   /** One invocation of the batch step with its own fault plan. */
@@ -306,7 +374,8 @@ export async function runChaos(
     const count = 2 + Math.floor(random() * 3);
     const work: Array<Promise<void>> = [];
     for (let i = 0; i < count; i++) {
-      const stream = chance(0.7) ? pending.dataplanes : pending.meshes;
+      let stream = chance(0.7) ? pending.dataplanes : pending.meshes;
+      if (withExternal && pending.external.length > 0 && chance(0.35)) stream = pending.external;
       if (stream.length === 0) continue;
       const batch = stream.splice(0, 1 + Math.floor(random() * 6));
       const plan: Plan = { requests: 0, crashAfter: undefined, throttle: 0 };
@@ -395,6 +464,8 @@ export async function runChaos(
         invoke(again, { requests: 0, crashAfter: undefined, throttle: 0 }),
         deliverRound(),
       ]);
+    } else if (withExternal && chance(0.35)) {
+      await externalStep(mesh);
     } else {
       await deliverRound();
       operations.push("deliver");
@@ -404,13 +475,13 @@ export async function runChaos(
   // The end: faults stop; what is still pending is delivered or lost; then one sweep.
   injector.healed = true;
   if (!drops || chance(0.5)) {
-    for (const stream of [pending.dataplanes, pending.meshes]) {
+    for (const stream of [pending.dataplanes, pending.external, pending.meshes]) {
       while (stream.length > 0)
         await invoke(stream.splice(0, 10), { requests: 0, crashAfter: undefined, throttle: 0 });
     }
     operations.push("drain the rest");
   } else {
-    const lost = pending.dataplanes.length + pending.meshes.length;
+    const lost = pending.dataplanes.length + pending.external.length + pending.meshes.length;
     if (lost > 0) fault("dropped");
     operations.push(`lose the ${lost} pending records`);
   }

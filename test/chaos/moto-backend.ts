@@ -19,7 +19,7 @@ import { decodeAddress, decodeService } from "../../functions/store/claim-items.
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
-import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { decodeAllocatorItem } from "../../functions/store/vip-item-codec.ts";
 import type { DataplaneItem } from "../fixtures/builders.ts";
 import { InMemoryTelemetry, seededRandom } from "../fixtures/in-memory-ports.ts";
 import type { ChaosBackend, FaultInjector } from "./chaos.ts";
@@ -154,7 +154,7 @@ export function motoBackend(emulator: EmulatorProcess) {
       state: async () => {
         const claims = await scan(config.tables.claims);
         return {
-          items: (await scan(config.tables.vips)).map(decodeVipItem),
+          items: (await scan(config.tables.vips)).map(decodeAllocatorItem),
           services: claims.filter((c) => String(c.pk).startsWith("svc#")).map(decodeService),
           addresses: claims.filter((c) => String(c.pk).startsWith("addr#")).map(decodeAddress),
         };

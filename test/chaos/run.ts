@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- --runs N --seed S [--steps K] [--no-sweep] [--emulator | --moto]`: N chaos
+ * `npm run chaos -- --runs N --seed S [--steps K] [--no-sweep] [--external-services] [--emulator | --moto]`: N chaos
  * runs from seed S on the in-memory ports (with --emulator, on the local engine VIPS_EMULATOR
  * names through the SDK client; --moto is --emulator on moto_server); prints one summary and,
  * for each failing seed, its operations and what failed. Exit 1 on a failure.
@@ -15,6 +15,8 @@ const { values } = parseArgs({
     seed: { type: "string", default: "1" },
     steps: { type: "string", default: "40" },
     "no-sweep": { type: "boolean", default: false },
+    /** External services and their hosts in the mix (in-memory backend only). */
+    "external-services": { type: "boolean", default: false },
     emulator: { type: "boolean", default: false },
     moto: { type: "boolean", default: false },
   },
@@ -24,7 +26,7 @@ const first = Number(values.seed);
 const steps = Number(values.steps);
 if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(first) || !Number.isInteger(steps)) {
   process.stderr.write(
-    "usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep] [--emulator | --moto]\n",
+    "usage: npm run chaos -- [--runs N] [--seed S] [--steps K] [--no-sweep] [--external-services] [--emulator | --moto]\n",
   );
   process.exit(2);
 }
@@ -41,6 +43,7 @@ const start = performance.now();
 for (let seed = first; seed < first + runs; seed++) {
   const result = await runChaos(seed, steps, {
     sweep: values["no-sweep"] !== true,
+    externalServices: values["external-services"] === true,
     ...(backend !== undefined ? { backend } : {}),
   });
   results.push(result);

@@ -67,8 +67,9 @@ export class CliRunner {
   readonly freshTableEnv = (): Record<string, string> => {
     this.counter++;
     const prefix = `${this.prefix}${this.counter}`;
+    // The CLI's local runtime has the optional external-services table: prefixed here too.
     return {
-      ...prefixedTableEnv(prefix),
+      ...prefixedTableEnv(prefix, { externalServices: true }),
     };
   };
 }

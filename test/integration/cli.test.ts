@@ -316,10 +316,15 @@ describe("the vips CLI, run as a separate process against the local engine", {
     const demo = await vips(["demo", "--once"]);
 
     expect(demo.code).toBe(0);
-    expect(demo.stderr).toMatch(/seeded 3 meshes \(default, payments, edge\) and 50 dataplanes/);
-    expect(demo.stderr).toMatch(/draining streams: 53\/53 records/);
-    expect(demo.stderr).toMatch(/processed 53 records/);
-    expect(demo.stdout).toMatch(/^mesh default: version \d+, 6 services \(240\.0\.0\.0\/4\)$/m);
+    expect(demo.stderr).toMatch(
+      /seeded 3 meshes \(default, payments, edge\) and 50 dataplanes and 1 external service:/,
+    );
+    expect(demo.stderr).toMatch(/draining streams: 54\/54 records/);
+    expect(demo.stderr).toMatch(/processed 54 records/);
+    // default: five services of dataplanes, search (an ingress's) and httpbin (external).
+    expect(demo.stdout).toMatch(/^mesh default: version \d+, 7 services \(240\.0\.0\.0\/4\)$/m);
+    expect(demo.stdout).toMatch(/^ {2}httpbin +240\.0\.0\.\d+$/m);
+    expect(demo.stdout).toMatch(/^ {2}host httpbin\.org {2}240\.0\.0\.\d+$/m);
     expect(demo.stdout).toMatch(/^mesh payments: version \d+, 4 services/m);
     expect(demo.stdout).toMatch(/^mesh edge: version \d+, 2 services/m);
     expect(demo.stdout).toMatch(/^ {2}search +240\.0\.0\.\d+$/m);

@@ -14,7 +14,7 @@ import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts"
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { prefixedTableEnv, type TableNames } from "../../functions/store/table-definitions.ts";
-import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { decodeAllocatorItem } from "../../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../fixtures/invariants.ts";
 import { checkVipWrites } from "../fixtures/vip-item-schema.ts";
@@ -157,10 +157,10 @@ export async function createWorld(
     },
     async vipItem(mesh) {
       const items = (await scanAll(config.tables.vips)).filter((item) => item.mesh === mesh);
-      return items[0] === undefined ? undefined : decodeVipItem(items[0]);
+      return items[0] === undefined ? undefined : decodeAllocatorItem(items[0]);
     },
     async allVipItems() {
-      return (await scanAll(config.tables.vips)).map(decodeVipItem);
+      return (await scanAll(config.tables.vips)).map(decodeAllocatorItem);
     },
     async meshNames() {
       return (await scanAll(config.tables.meshes)).map((item) => String(item.name));

@@ -14,7 +14,7 @@ import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { SETTINGS } from "../../functions/allocator/config.ts";
 import { COMMANDS } from "../../functions/cli/command-table.ts";
-import { ALL_TABLES } from "../../functions/store/table-definitions.ts";
+import { ALL_TABLES, OPTIONAL_TABLES } from "../../functions/store/table-definitions.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const read = (path: string): string => readFileSync(join(ROOT, path), "utf8");
@@ -112,6 +112,8 @@ describe("the configuration tables", () => {
   // Every setting the function reads, with its default ("unset" when it has none).
   const expected = new Map<string, string>([
     ...ALL_TABLES.map((def) => [def.envVar, def.defaultName] as const),
+    // An optional table has no default for the function: unset, the deployment has none.
+    ...OPTIONAL_TABLES.map((def) => [def.envVar, "unset"] as const),
     ...Object.values(SETTINGS).map(
       (setting) => [setting.envVar, "default" in setting ? setting.default : "unset"] as const,
     ),

@@ -7,6 +7,8 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import {
   type ClaimsView,
+  globallyUnique,
+  hostsApart,
   invariantViolations,
   leakViolations,
   ReuseHistory,
@@ -89,6 +91,21 @@ describe("the invariant oracle", () => {
     expect(first([a, { ...b, cidr: "10.0.1.0/30" }])).toBe("6:");
     expect(check([a, { ...b, vips: { s1: "10.0.0.0", s2: "10.0.1.1" } }])).toContain(
       "6: b/s2 10.0.1.1 outside 10.0.0.0/30",
+    );
+  });
+
+  it("flags a host entry that is no host name, and a host unique only by spelling", () => {
+    const items = [item("h", { "host/api.example.com": "10.0.0.1", api: "10.0.0.2" })];
+    expect(hostsApart(items)).toEqual([]);
+    expect(hostsApart([item("h", { "host/10.0.0.9": "10.0.0.1" })])).toEqual([
+      'hosts: h lists "host/10.0.0.9", not a host name',
+    ]);
+    expect(hostsApart([item("h", { "host/API.example.com": "10.0.0.1" })])[0]).toMatch(
+      /not a host name/,
+    );
+    // A host and a service of the same spelling are two entries: one VIP each (5).
+    expect(globallyUnique([item("h", { "host/api": "10.0.0.1", api: "10.0.0.1" })])).toHaveLength(
+      1,
     );
   });
 

@@ -4,8 +4,9 @@
  */
 import type { ReconcileDeps } from "../../functions/allocator/pass/deps.ts";
 import { reconcileMesh } from "../../functions/allocator/pass/reconcile-mesh.ts";
+import { externalServiceSet } from "../../functions/domain/external-service.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import { deriveServiceSet } from "../../functions/domain/service-set.ts";
+import { compareServices, deriveServiceSet } from "../../functions/domain/service-set.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import {
   InMemoryClaimStore,
@@ -129,7 +130,11 @@ export class World {
         (networking as { ingress?: unknown }).ingress !== undefined
       );
     });
-    return deriveServiceSet(mesh, own, ingresses).services;
+    const services = deriveServiceSet(mesh, own, ingresses).services;
+    // The external services of the mesh, when the world has any (their services and hosts).
+    const externals = externalServiceSet(mesh, this.source.externalRecords()).names;
+    if (externals.size === 0) return services;
+    return [...new Set([...services, ...externals])].sort(compareServices);
   }
 
   /** The ports of one batch: with the index when the world runs incrementally. */

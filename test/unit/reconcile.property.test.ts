@@ -26,6 +26,9 @@ import {
   type DataplaneItem,
   dataplane,
   dataplaneRecord,
+  type ExternalServiceItem,
+  externalService,
+  externalServiceRecord,
   ingress,
   meshRecord,
 } from "../fixtures/builders.ts";
@@ -49,7 +52,11 @@ const MESHES = ["default", "mesh-1", "mesh-2"] as const;
 const SERVICES = ["api", "auth", "backend", "cache", "db", "frontend", "metrics", "queue", "web"];
 /** More names than addresses, less sharing: services come and go, addresses change hands. */
 const MANY_SERVICES = [...SERVICES, "billing", "cart", "mail", "search", "shipping", "stock"];
-const TABLES = resolveTableNames({});
+// With the optional external-services table: only scenarios that ask for them write to it.
+const TABLES = resolveTableNames({ EXTERNAL_SERVICES_TABLE: "external-services" });
+const EXTERNAL_TABLE = TABLES.externalServices as string;
+/** External services' hosts: names, one shared with a service's spelling, and an IP (no entry). */
+const HOSTS = ["api.example.com", "db.example.com", "api", "192.0.2.1"];
 /** The handler's default number of meshes reconciled at once within one batch. */
 const BATCH_CONCURRENCY = 4;
 
@@ -72,7 +79,16 @@ type Change =
       readonly name: string;
       readonly offers: ReadonlyArray<{ readonly mesh: string; readonly service: string }>;
     }
-  | { readonly kind: "deleteDataplane"; readonly mesh: string; readonly name: string };
+  | { readonly kind: "deleteDataplane"; readonly mesh: string; readonly name: string }
+  | {
+      readonly kind: "putExternalService";
+      readonly mesh: string;
+      readonly name: string;
+      readonly service: string;
+      readonly host: string;
+      readonly optOut: boolean;
+    }
+  | { readonly kind: "deleteExternalService"; readonly mesh: string; readonly name: string };
 
 type Action =
   | { readonly kind: "change"; readonly change: Change }
@@ -127,13 +143,39 @@ interface ScenarioConfig {
   /** Records dropped to the failure destination now and then (each followed, later, by
    * another event on the same item). @default false */
   readonly drops?: boolean;
+  /** External services (their services and hosts) in the mix. @default false */
+  readonly externalServices?: boolean;
 }
 
 const meshArb = fc.constantFrom(...MESHES);
 
 function changeArb(config: ScenarioConfig): fc.Arbitrary<Change> {
   const serviceArb = fc.constantFrom(...config.services);
+  const external: Array<fc.WeightedArbitrary<Change>> =
+    config.externalServices === true
+      ? [
+          {
+            weight: 4,
+            arbitrary: fc
+              .record({
+                mesh: meshArb,
+                name: fc.constantFrom("es-0", "es-1", "es-2"),
+                service: serviceArb,
+                host: fc.constantFrom(...HOSTS),
+                optOut: fc.boolean(),
+              })
+              .map((r): Change => ({ kind: "putExternalService", ...r })),
+          },
+          {
+            weight: 3,
+            arbitrary: fc
+              .record({ mesh: meshArb, name: fc.constantFrom("es-0", "es-1", "es-2") })
+              .map((r): Change => ({ kind: "deleteExternalService", ...r })),
+          },
+        ]
+      : [];
   return fc.oneof(
+    ...external,
     { weight: 2, arbitrary: meshArb.map((mesh): Change => ({ kind: "createMesh", mesh })) },
     { weight: 1, arbitrary: meshArb.map((mesh): Change => ({ kind: "deleteMesh", mesh })) },
     {
@@ -268,10 +310,42 @@ function apply(
       shard = `dataplanes/${change.mesh}`;
       break;
     }
+    case "putExternalService":
+    case "deleteExternalService": {
+      const oldImage = storedExternal(world, change.mesh, change.name);
+      if (change.kind === "deleteExternalService") {
+        if (oldImage === undefined) return undefined;
+        world.source.deleteExternalService(change.mesh, change.name);
+        record = externalServiceRecord(EXTERNAL_TABLE, { oldImage });
+      } else {
+        const newImage = externalService(
+          change.mesh,
+          change.name,
+          change.service,
+          `${change.host}:443`,
+          {
+            disableHostDNSEntry: change.optOut,
+          },
+        );
+        world.source.putExternalService(newImage);
+        record = externalServiceRecord(EXTERNAL_TABLE, {
+          ...(oldImage !== undefined ? { oldImage } : {}),
+          newImage,
+        });
+      }
+      shard = `external-services/${change.mesh}`;
+      break;
+    }
   }
   const decoded = decodeRecord(record, TABLES);
   if (!decoded.ok) throw new Error(`test bug: undecodable record ${JSON.stringify(decoded)}`);
   return { shard, record };
+}
+
+function storedExternal(world: World, mesh: string, name: string) {
+  return world.source.externalRecords().find((r) => r.mesh === mesh && r.name === name)?.item as
+    | ExternalServiceItem
+    | undefined;
 }
 
 /** Stream shards and Lambda's event source mapping over them. */
@@ -634,6 +708,27 @@ function laterEvents(
     ];
   }
   const mesh = keys.mesh.S as string;
+  if (dropped.eventSourceARN?.includes(`table/${EXTERNAL_TABLE}/`)) {
+    const shard = `external-services/${mesh}`;
+    const current = storedExternal(world, mesh, name);
+    if (current !== undefined) {
+      return [
+        {
+          shard,
+          record: externalServiceRecord(EXTERNAL_TABLE, { oldImage: current, newImage: current }),
+        },
+      ];
+    }
+    const placeholder = externalService(mesh, name, "placeholder", "placeholder.example.com:443");
+    world.source.putExternalService(placeholder);
+    const put = externalServiceRecord(EXTERNAL_TABLE, { newImage: placeholder });
+    world.source.deleteExternalService(mesh, name);
+    const remove = externalServiceRecord(EXTERNAL_TABLE, { oldImage: placeholder });
+    return [
+      { shard, record: put },
+      { shard, record: remove },
+    ];
+  }
   const shard = `dataplanes/${mesh}`;
   const stored = world.source.records().find((r) => r.mesh === mesh && r.name === name)?.item as
     | DataplaneItem
@@ -724,6 +819,36 @@ describe("incremental passes (membership index) against the full recompute", () 
         },
       ),
       { numRuns: 60 },
+    );
+  });
+
+  it("agree with the full recompute and a rebuilt index with external services and their hosts in the mix", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        scenarioArb({
+          services: SERVICES,
+          churn: true,
+          cidrs: ["10.0.0.0/28", "10.0.0.0/29"],
+          quarantines: [0, 30, 3600],
+          maxAdvanceSeconds: 120,
+          switchTo: [],
+          crashChances: [0, 0.2],
+          mode: "index",
+          drops: true,
+          externalServices: true,
+        }),
+        async (scenario) => {
+          // Act: as above, with external services put, changed and deleted among the rest.
+          const { world } = await runScenario(scenario);
+
+          // Assert
+          await assertIndexMatchesRebuild(world);
+          assertInvariants(world);
+          assertNoLeaks(world);
+          await assertIdempotent(world);
+        },
+      ),
+      { numRuns: 40 },
     );
   });
 

@@ -80,6 +80,7 @@ export async function rebuildIndex(
 async function* meshPages(source: MeshSource, mesh: string): AsyncIterable<SourceRead> {
   yield await source.dataplanesOf(mesh);
   yield await source.ingresses();
+  if (source.externalServices) yield await source.externalServicesOf(mesh);
 }
 
 /** How {@link reconcileDataplanes} knows its table reads are not older than its index reads. */

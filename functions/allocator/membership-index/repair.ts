@@ -42,14 +42,18 @@ export async function meshIndexDrift(
   index: MembershipIndex,
   consistent = true,
 ): Promise<{ drift: IndexDrift[]; issues: InputIssue[]; services: string[] }> {
-  const [own, ingress, entries, stored] = await Promise.all([
+  const none = { records: [], issues: [] };
+  const [own, ingress, entries, stored, external, externalStored] = await Promise.all([
     source.dataplanesOf(mesh, consistent),
     ingresses.get(),
     index.entriesOf(mesh, consistent),
     index.recordsOf(mesh, consistent),
+    // The external services of the mesh and their records, when the deployment has them.
+    source.externalServices ? source.externalServicesOf(mesh, consistent) : none,
+    source.externalServices ? index.recordsOf(mesh, consistent, "external-service") : [],
   ]);
   const truth = new Map<string, Truth>();
-  for (const record of own.records)
+  for (const record of [...own.records, ...external.records])
     truth.set(dataplaneId(record), { key: record, item: record.item });
   for (const record of ingress.records) {
     const id = dataplaneId(record);
@@ -67,10 +71,13 @@ export async function meshIndexDrift(
     keys.set(id, entry.dataplane);
   }
   for (const [id, { key }] of truth) keys.set(id, key);
-  for (const record of stored) keys.set(dataplaneId(record.key), record.key);
+  for (const record of [...stored, ...externalStored])
+    keys.set(dataplaneId(record.key), record.key);
   // The mesh's own records come with its partition; others (ingresses stored elsewhere,
   // dataplanes of other meshes with entries here) are read by key.
-  const records = new Map(stored.map((record) => [dataplaneId(record.key), record]));
+  const records = new Map(
+    [...stored, ...externalStored].map((record) => [dataplaneId(record.key), record]),
+  );
   const elsewhere = [...keys.values()].filter((key) => key.mesh !== mesh);
   for (const [id, record] of await index.getDataplanes(elsewhere, consistent)) {
     records.set(id, record);
@@ -82,7 +89,7 @@ export async function meshIndexDrift(
   }
   // The mesh's service set as the index holds it (what a pass over the index would read).
   const services = [...new Set(entries.map((entry) => entry.service))];
-  return { drift, issues: [...own.issues, ...ingress.issues], services };
+  return { drift, issues: [...own.issues, ...ingress.issues, ...external.issues], services };
 }
 
 function driftOf(

@@ -1,5 +1,6 @@
 import type { InputIssue } from "../../domain/errors.ts";
-import { deriveServiceSet } from "../../domain/service-set.ts";
+import { externalServiceSet } from "../../domain/external-service.ts";
+import { compareServices, deriveServiceSet } from "../../domain/service-set.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type { MeshSource } from "../../store/ports.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
@@ -28,22 +29,38 @@ export function same(a: readonly string[], b: readonly string[]): boolean {
 }
 
 /**
- * The full recompute: every dataplane of the mesh (a Query) and every ingress (a Scan of the
- * whole dataplanes table). Its cost grows with the mesh and the table; it is the oracle of the
+ * The full recompute: every dataplane of the mesh (a Query), every ingress (a Scan of the
+ * whole dataplanes table) and, with the optional table, the mesh's external services (a Query). Its cost grows with the mesh and the table; it is the oracle of the
  * incremental view and the repair path.
  */
 export function tablesView(source: MeshSource, ingresses?: BatchIngresses): ServiceSetView {
   const read = async (mesh: string, attempt: number) => {
-    const [dataplanes, found] = await Promise.all([
+    const [dataplanes, found, external] = await Promise.all([
       source.dataplanesOf(mesh),
       // The batch's shared read on a first attempt; a later attempt follows a change seen
       // after a write, so it reads the tables again.
       ingresses !== undefined && attempt === 1 ? ingresses.get() : source.ingresses(),
+      source.externalServices
+        ? source.externalServicesOf(mesh)
+        : { records: [], issues: [] as InputIssue[] },
     ]);
     const derived = deriveServiceSet(mesh, dataplanes.records, found.records);
+    if (external.records.length === 0) {
+      return {
+        services: derived.services,
+        issues: [...dataplanes.issues, ...found.issues, ...derived.issues],
+      };
+    }
+    const externals = externalServiceSet(mesh, external.records);
     return {
-      services: derived.services,
-      issues: [...dataplanes.issues, ...found.issues, ...derived.issues],
+      services: [...new Set([...derived.services, ...externals.names])].sort(compareServices),
+      issues: [
+        ...dataplanes.issues,
+        ...found.issues,
+        ...derived.issues,
+        ...external.issues,
+        ...externals.issues,
+      ],
     };
   };
   return {

@@ -43,6 +43,10 @@ export function summaryLines(items: ReadonlyMap<string, VipItem>): string[] {
     for (const service of unallocated) {
       lines.push(`  ${service.padEnd(width)}  (no VIP: ${item.unallocated?.[service]})`);
     }
+    // Hosts of external services, under their own names.
+    for (const host of Object.keys(item.hosts ?? {}).sort()) {
+      lines.push(`  host ${host}  ${item.hosts?.[host]}`);
+    }
   }
   const holders = new Map<string, string[]>();
   for (const mesh of meshes) {
@@ -120,14 +124,22 @@ export async function demoCommand(options: {
       ctx.tables.dataplanes,
       data.dataplanes.map((item) => ({ put: { ...item } })),
     );
+    const external = ctx.tables.externalServices;
+    const seededExternal = external === undefined ? [] : data.externalServices;
+    if (external !== undefined) {
+      await ctx.doc.batchWrite(
+        external,
+        seededExternal.map((item) => ({ put: { ...item } })),
+      );
+    }
     out.note(
-      `seeded ${data.meshes.length} meshes (${data.meshes.join(", ")}) and ${data.dataplanes.length} dataplanes:`,
+      `seeded ${data.meshes.length} meshes (${data.meshes.join(", ")}) and ${data.dataplanes.length} dataplanes${seededExternal.length > 0 ? ` and ${seededExternal.length} external service${seededExternal.length === 1 ? "" : "s"}` : ""}:`,
     );
     for (const highlight of data.highlights) out.note(`  - ${highlight}`);
 
     let onBatch: (info: BatchInfo) => void | Promise<void> = progressReporter(
       out,
-      data.meshes.length + data.dataplanes.length,
+      data.meshes.length + data.dataplanes.length + seededExternal.length,
     );
     poller = allocatorPoller(ctx, config, {
       endpoint,

@@ -29,7 +29,7 @@ export interface FailureEntry {
   readonly id: string;
   readonly timestamp: string | undefined;
   readonly condition: string | undefined;
-  readonly table: "meshes" | "dataplanes" | undefined;
+  readonly table: "meshes" | "dataplanes" | "external-services" | undefined;
   readonly streamArn: string;
   readonly shardId: string;
   readonly startSequenceNumber: string;
@@ -60,11 +60,14 @@ interface LambdaFailureRecord {
   readonly lastError?: string;
 }
 
-function entryOf(
-  id: string,
-  body: LambdaFailureRecord,
-  tables: { readonly meshes: string; readonly dataplanes: string },
-): FailureEntry {
+/** The input tables whose streams can have failure entries. */
+type InputTableNames = {
+  readonly meshes: string;
+  readonly dataplanes: string;
+  readonly externalServices?: string | undefined;
+};
+
+function entryOf(id: string, body: LambdaFailureRecord, tables: InputTableNames): FailureEntry {
   const info = body.DDBStreamBatchInfo ?? {};
   const tableName = parseStreamArn(info.streamArn)?.tableName;
   return {
@@ -76,7 +79,9 @@ function entryOf(
         ? "meshes"
         : tableName === tables.dataplanes
           ? "dataplanes"
-          : undefined,
+          : tableName !== undefined && tableName === tables.externalServices
+            ? "external-services"
+            : undefined,
     streamArn: info.streamArn ?? "",
     shardId: info.shardId ?? "",
     startSequenceNumber: info.startSequenceNumber ?? "",
@@ -91,7 +96,7 @@ function entryOf(
 /** The local failure file's entries (each line one entry; unreadable lines are reported). */
 export function readFailureFile(
   file: string,
-  tables: { readonly meshes: string; readonly dataplanes: string },
+  tables: InputTableNames,
   onBadLine: (line: number, reason: string) => void,
 ): FailureEntry[] {
   if (!existsSync(file)) return [];
@@ -126,7 +131,7 @@ function removeLines(file: string, lines: ReadonlySet<string>): void {
 async function readQueue(
   sqs: SQSClient,
   queueUrl: string,
-  tables: { readonly meshes: string; readonly dataplanes: string },
+  tables: InputTableNames,
   visibilitySeconds: number,
 ): Promise<FailureEntry[]> {
   const entries = new Map<string, FailureEntry>();
@@ -198,9 +203,9 @@ function isGone(error: unknown): boolean {
 }
 
 /**
- * The meshes an entry's records affect: a mesh record's own mesh; a dataplane's mesh, and the
- * meshes it contributes to now (its item) or did (its index record: an ingress advertises for
- * other meshes).
+ * The meshes an entry's records affect: a mesh record's own mesh; an external service's mesh;
+ * a dataplane's mesh, and the meshes it contributes to now (its item) or did (its index
+ * record: an ingress advertises for other meshes).
  */
 async function affectedMeshes(ctx: CliContext, entries: readonly FailureEntry[]): Promise<void> {
   const source = new DynamoMeshSource(ctx.ddb, ctx.tables);
@@ -234,6 +239,8 @@ async function affectedMeshes(ctx: CliContext, entries: readonly FailureEntry[])
     const meshes = new Set<string>();
     for (const key of entry.keys ?? []) {
       if (entry.table === "meshes" && key.name?.S !== undefined) meshes.add(key.name.S);
+      // An external service touches only the mesh it is stored under.
+      if (entry.table === "external-services" && key.mesh?.S !== undefined) meshes.add(key.mesh.S);
       if (entry.table === "dataplanes" && key.mesh?.S !== undefined && key.name?.S !== undefined) {
         for (const mesh of meshesOf.get(dataplaneId({ mesh: key.mesh.S, name: key.name.S })) ??
           []) {
