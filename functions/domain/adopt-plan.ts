@@ -118,7 +118,7 @@ export function planAdoption(
     claims.set(pair.service, pair.vip);
   }
   const decisions = entries.map((entry) =>
-    decide(entry, { state, chosen, taken, pool, meshCount, ...options }),
+    decide(entry, { ...options, state, chosen, taken, meshCount }),
   );
   return {
     decisions,
