@@ -209,4 +209,197 @@ describe("vips adopt on the local engine", { timeout: 120_000 }, () => {
       b.world.close();
     }
   });
+  it("every conflict kind reported per entry; --dry-run exits 1 and writes nothing (tables read back)", async () => {
+    const { world, env } = await freshWorld();
+    try {
+      // The allocator already runs: api and taken have VIPs of its own.
+      await provide(world, "live", ["api", "taken"]);
+      await world.drain();
+      const live = (await world.vipItem("live"))?.vips ?? {};
+      const file = join(dir, "conflicts.json");
+      writeFileSync(
+        file,
+        JSON.stringify({
+          a: { web: "240.1.0.9", db: "240.1.0.5", api: "240.1.0.1", other: live.taken },
+          b: { web: "240.1.0.9", db: "240.1.0.5" },
+          c: { web: "240.1.0.2", cache: "240.1.0.5", far: "10.0.0.1" },
+        }),
+      );
+      for (const mesh of ["a", "b", "c"]) await world.putMesh(mesh);
+      const before = await Promise.all(
+        [world.tables.claims, world.tables.vips].map((t) => scan(world, t)),
+      );
+      const dry = await vips(env, ["adopt", file, "--dry-run", "--renumber-outside", "--json"]);
+      expect(dry.code).toBe(1);
+      const plan = JSON.parse(dry.stdout);
+      const of = (mesh: string, name: string) =>
+        plan.entries.find(
+          (e: { mesh: string; name: string }) => e.mesh === mesh && e.name === name,
+        );
+      expect(of("c", "web")).toMatchObject({
+        outcome: "renumber",
+        conflict: "different-vips",
+        to: "240.1.0.9",
+      });
+      expect(of("c", "cache")).toMatchObject({
+        outcome: "renumber",
+        conflict: "shared-vip",
+        with: "db",
+      });
+      expect(of("c", "far")).toMatchObject({ outcome: "renumber", conflict: "outside-range" });
+      expect(of("a", "api")).toMatchObject({
+        outcome: "renumber",
+        conflict: "service-claimed",
+        to: live.api,
+      });
+      expect(of("a", "other")).toMatchObject({
+        outcome: "renumber",
+        conflict: "address-claimed",
+        with: "taken",
+      });
+      expect(of("a", "web")).toMatchObject({ outcome: "adopt", to: "240.1.0.9" });
+      expect(plan.claims).toEqual([
+        { service: "db", vip: "240.1.0.5" },
+        { service: "web", vip: "240.1.0.9" },
+      ]);
+      // Without --renumber-outside the VIP outside the range refuses the whole adoption.
+      const refused = await vips(env, ["adopt", file]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("adoption refused: 1 VIPs outside VIP_CIDR 240.0.0.0/4");
+      expect(refused.stdout).toContain("far 10.0.0.1 refuse (outside-range)");
+      const after = await Promise.all(
+        [world.tables.claims, world.tables.vips].map((t) => scan(world, t)),
+      );
+      expect(after).toEqual(before);
+
+      // A malformed file: named with its key, nothing written.
+      const bad = join(dir, "bad.json");
+      writeFileSync(bad, '{"a":{"web":"240.1.0.9"},"b":{"db":"not-an-ip"}}');
+      const malformed = await vips(env, ["adopt", file, bad]);
+      expect(malformed.code).toBe(1);
+      expect(malformed.stderr).toBe(
+        `${bad}: key "b.db": "not-an-ip" is not an IP address; nothing written`,
+      );
+      expect(
+        await Promise.all([world.tables.claims, world.tables.vips].map((t) => scan(world, t))),
+      ).toEqual(before);
+
+      // Adopted for real: the losers renumber as planned, the allocator's claims untouched.
+      for (const [mesh, names] of Object.entries({
+        a: ["web", "db", "api", "other"],
+        b: ["web", "db"],
+        c: ["web", "cache", "far"],
+      })) {
+        await provide(world, mesh, names);
+      }
+      const done = await vips(env, ["adopt", file, "--renumber-outside"]);
+      expect(done.code, done.stderr).toBe(0);
+      await world.drain();
+      const items = new Map((await world.allVipItems()).map((i) => [i.mesh, i.vips]));
+      expect(items.get("a")).toMatchObject({ web: "240.1.0.9", db: "240.1.0.5", api: live.api });
+      expect(items.get("a")?.other).not.toBe(live.taken);
+      expect(items.get("c")).toMatchObject({ web: "240.1.0.9" });
+      expect(items.get("c")?.cache).not.toBe("240.1.0.5");
+      expect(items.get("live")).toEqual(live);
+      await expectAllInvariants(world, {
+        live: ["api", "taken"],
+        a: ["api", "db", "other", "web"],
+        b: ["db", "web"],
+        c: ["cache", "far", "web"],
+      });
+    } finally {
+      world.close();
+    }
+  });
+
+  it("adoption racing live events: no adopted VIP is ever listed for another service", async () => {
+    for (let round = 0; round < 3; round++) {
+      const { world, env } = await freshWorld();
+      try {
+        // Kuma's VIPs start at 240.0.0.0, exactly where a fresh allocator's cursor starts.
+        const kuma: Record<string, string> = {};
+        for (let i = 0; i < 12; i++) kuma[`svc-${i}`] = `240.0.0.${i}`;
+        const file = join(dir, `race-${round}.json`);
+        writeFileSync(file, JSON.stringify({ m: kuma }));
+        await provide(world, "m", Object.keys(kuma));
+        // Other services, new to both, arrive in the same streams.
+        await provide(world, "m", ["late-0", "late-1", "late-2", "late-3"]);
+        const seen: Array<{ vips: Record<string, string> }> = [];
+        const watch = async () => {
+          const item = await world.vipItem("m");
+          if (item !== undefined) seen.push({ vips: { ...item.vips } });
+        };
+        const [adopted] = await Promise.all([
+          vips(env, ["adopt", file, "--json"]),
+          (async () => {
+            await new Promise((r) => setTimeout(r, round * 40));
+            await world.drain();
+          })(),
+          (async () => {
+            for (let i = 0; i < 10; i++) {
+              await watch();
+              await new Promise((r) => setTimeout(r, 30));
+            }
+          })(),
+        ]);
+        expect(adopted.code, adopted.stderr).toBe(0);
+        await world.drain();
+        await watch();
+        const result = JSON.parse(adopted.stdout);
+        const won = new Map<string, string>(
+          result.writes
+            .filter((w: { written: boolean }) => w.written)
+            .map((w: { service: string; vip: string }) => [w.vip, w.service]),
+        );
+        // Every snapshot: an adopted VIP names only the service it was adopted for.
+        for (const snapshot of seen) {
+          for (const [service, vip] of Object.entries(snapshot.vips)) {
+            const owner = won.get(vip);
+            if (owner !== undefined) expect(service).toBe(owner);
+          }
+        }
+        await expectAllInvariants(world, {
+          m: [...Object.keys(kuma), "late-0", "late-1", "late-2", "late-3"],
+        });
+      } finally {
+        world.close();
+      }
+    }
+  });
+
+  it("the backfill (a sweep cycle marked as one) respects adopted claims, even ones no mesh listed yet", async () => {
+    const { world, env } = await freshWorld();
+    try {
+      // Dataplanes already stored, their mesh not yet: the adoption lists nothing, so its
+      // claims are held in quarantine; the first deployment's backfill then finds the mesh.
+      for (const service of ["backend", "frontend", "postgres", "redis", "extra"]) {
+        await world.putDataplane(dataplane("mesh-1", `${service}-1`, [service]));
+      }
+      const adopted = await vips(env, ["adopt", join(FIXTURES, "origin.yaml")]);
+      expect(adopted.code, adopted.stderr).toBe(0);
+      expect(adopted.stdout).toContain("mesh-1: 0 listed (not in the meshes table");
+      expect(adopted.stdout).toContain("held: 4 adopted claims no mesh lists yet are quarantined");
+      await world.putMesh("mesh-1");
+      const { createRuntime } = await import("../../functions/allocator/runtime.ts");
+      const { sweep } = await import("../../functions/allocator/sweep/sweep.ts");
+      const { InMemoryTelemetry } = await import("../fixtures/in-memory-ports.ts");
+      const runtime = createRuntime(world.config, { client: world.client });
+      await sweep({ ...runtime.ports, telemetry: new InMemoryTelemetry() }, runtime.settings, {
+        backfill: true,
+        stored: true,
+      });
+      expect((await world.vipItem("mesh-1"))?.vips).toMatchObject({
+        backend: "240.0.0.1",
+        frontend: "240.0.0.3",
+        postgres: "240.0.0.0",
+        redis: "240.0.0.2",
+      });
+      expect(Object.values((await world.vipItem("mesh-1"))?.vips ?? {})).toHaveLength(5);
+      await expectAllInvariants(world, {
+        "mesh-1": ["backend", "extra", "frontend", "postgres", "redis"],
+      });
+    } finally {
+      world.close();
+    }
+  });
 });
