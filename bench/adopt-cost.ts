@@ -162,7 +162,7 @@ const lines = rows.map(
 );
 const tableLines = rows.flatMap((r) => [
   "",
-  `By table, ${r.services.toLocaleString("en-US")} services (requests / read units / write units):`,
+  `By table, ${r.services.toLocaleString("en-US")} services (requests / read units / write units; each item of a transaction counts as a request of its table):`,
   "",
   ...Object.entries(r.byTable).map(
     ([table, c]) => `- ${table}: ${c.requests} / ${fmt(c.readUnits)} / ${fmt(c.writeUnits)}`,
