@@ -402,4 +402,27 @@ describe("vips adopt on the local engine", { timeout: 120_000 }, () => {
       world.close();
     }
   });
+  it("usage: adopt needs files; --mesh and --format only where they apply", async () => {
+    const { world, env } = await freshWorld();
+    try {
+      expect(await vips(env, ["adopt"])).toMatchObject({ code: 2 });
+      expect((await vips(env, ["adopt"])).stderr).toContain("adopt needs FILE names");
+      const misplaced = await vips(env, ["get", "m", "--mesh", "m"]);
+      expect(misplaced.code).toBe(2);
+      expect(misplaced.stderr).toBe(
+        "--mesh applies to index rebuild, index check, adopt only, not get",
+      );
+      const format = await vips(env, ["export", "--format", "xml"]);
+      expect(format).toMatchObject({ code: 2, stderr: '--format must be kuma or json, got "xml"' });
+      const plain = await vips(env, ["adopt", join(FIXTURES, "origin.yaml"), "--mesh", "mesh-1"]);
+      expect(plain.code, plain.stderr).toBe(0);
+      const missing = await vips(env, ["adopt", join(dir, "no-such-file.json")]);
+      expect(missing).toMatchObject({ code: 1 });
+      expect(missing.stderr).toContain(
+        "no-such-file.json: cannot read it (ENOENT); nothing written",
+      );
+    } finally {
+      world.close();
+    }
+  });
 });
