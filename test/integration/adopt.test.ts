@@ -139,6 +139,13 @@ describe("vips adopt on the local engine", { timeout: 120_000 }, () => {
         expect(adopted.stdout).toContain(`${shape.mesh}: ${services.length} listed`);
         const got = await vips(env, ["get", shape.mesh]);
         expect(JSON.parse(got.stdout).vips).toEqual(shape.vips);
+        // What the DNS responder (`vips dns`, queried with dig) answers, from the same table.
+        for (const [service, vip] of Object.entries(shape.vips)) {
+          const answer = await vips(env, ["resolve", `${service}.mesh`, "--json"]);
+          expect(JSON.parse(answer.stdout).answers.map((a: { data: string }) => a.data)).toEqual([
+            vip,
+          ]);
+        }
 
         // The streams now (their records were written before the adoption): nothing moves.
         await world.drain();
