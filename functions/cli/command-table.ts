@@ -4,8 +4,10 @@
  * table of `docs/contract.md` is checked against it (test/unit/docs-tables.test.ts).
  */
 import type { AllocatorConfig } from "../allocator/config.ts";
+import { adoptCommand } from "./commands/adopt.ts";
 import { type DnsFlags, dnsCommand, resolveCommand } from "./commands/dns.ts";
 import { drainCommand } from "./commands/drain.ts";
+import { exportCommand } from "./commands/export.ts";
 import { failuresCommand } from "./commands/failures.ts";
 import { indexCheckCommand, indexRebuildCommand } from "./commands/index.ts";
 import {
@@ -51,6 +53,8 @@ export interface Flags extends DnsFlags {
   readonly "dry-run"?: boolean;
   readonly "queue-url"?: string;
   readonly redrive?: boolean;
+  readonly "renumber-outside"?: boolean;
+  readonly format?: string;
 }
 
 /** How each option shows in a command's usage line ("" = named by the arguments already). */
@@ -59,6 +63,8 @@ export const FLAG_USAGE: Record<keyof Flags, string> = {
   "dry-run": "[--dry-run]",
   "queue-url": "[--queue-url URL]",
   redrive: "[--redrive]",
+  "renumber-outside": "[--renumber-outside]",
+  format: "[--format kuma|json]",
   port: "[--port 5353]",
   host: "[--host 127.0.0.1]",
   domain: "[--domain mesh]",
@@ -172,6 +178,37 @@ export const COMMANDS: readonly CommandSpec[] = [
         dryRun: flags["dry-run"] === true,
       });
     },
+  },
+  {
+    words: ["adopt"],
+    args: ["FILE ..."],
+    variadic: true,
+    mesh: true,
+    flags: ["dry-run", "renumber-outside"],
+    summary:
+      "make another allocator's VIPs (Kuma's kuma-<mesh>-dns-vips, or a { mesh: { service: vip } } map) this allocator's state, then pass those meshes (--dry-run: only the plan; exit 1 unless already adopted)",
+    run: (ctx, files, config, mesh, flags) => {
+      if (files.length === 0) {
+        throw new UsageError(
+          "adopt needs FILE names (usage: vips adopt FILE ... [--mesh M] [--dry-run] [--renumber-outside])",
+        );
+      }
+      return adoptCommand(ctx, config(), {
+        files,
+        mesh,
+        dryRun: flags["dry-run"] === true,
+        renumberOutside: flags["renumber-outside"] === true,
+        cwd: ctx.env.INIT_CWD ?? process.cwd(),
+      });
+    },
+  },
+  {
+    words: ["export"],
+    args: [],
+    flags: ["format"],
+    summary:
+      "print every mesh's VIPs: Kuma ConfigMaps in the origin shape (--format kuma) or a { mesh: { service: vip } } map (json, the default)",
+    run: (ctx, _args, _config, _mesh, flags) => exportCommand(ctx, flags.format),
   },
   {
     words: ["failures"],

@@ -33,9 +33,11 @@ export const HELP = [
   "  --endpoint URL   DynamoDB endpoint (a local engine); default $DYNAMODB_ENDPOINT, else real AWS",
   "  --json           machine-readable output on stdout",
   "  --once           demo: exit after the summary instead of watching",
-  "  --mesh M         index rebuild/check: one mesh only",
+  "  --mesh M         index rebuild/check: one mesh only; adopt: the mesh of a bare VIP config",
   "  --all            reconcile: every mesh (a whole sweep cycle)",
-  "  --dry-run        reconcile: report what would be corrected, change nothing",
+  "  --dry-run        reconcile: report what would be corrected, change nothing; adopt: the plan only",
+  "  --renumber-outside  adopt: VIPs outside VIP_CIDR get fresh ones (else the adoption is refused)",
+  "  --format F       export: kuma (ConfigMaps, Kuma's origin shape) or json (default)",
   "  --queue-url URL  failures: Lambda's on-failure SQS queue (default: the local file)",
   "  --redrive        failures: reconcile the affected meshes, then remove the entries",
   "  --port, --host   dns: where to listen (default 127.0.0.1:5353, UDP and TCP)",
@@ -107,7 +109,10 @@ export async function main(
   }
   const mesh = values.mesh;
   if (mesh !== undefined && spec.mesh !== true) {
-    throw new UsageError(`--mesh applies to index commands only, not ${spec.words.join(" ")}`);
+    const owners = COMMANDS.filter((c) => c.mesh === true).map((c) => c.words.join(" "));
+    throw new UsageError(
+      `--mesh applies to ${owners.join(", ")} only, not ${spec.words.join(" ")}`,
+    );
   }
   if (mesh !== undefined && mesh.trim() === "") throw new UsageError("--mesh must not be empty");
   const flags: Record<string, unknown> = {};
@@ -146,7 +151,7 @@ export async function main(
   };
   // Settings first: a bad VIP_CIDR is reported before anything touches the tables.
   if (
-    ["drain", "watch", "list", "reconcile", "failures", "dns", "resolve"].includes(
+    ["drain", "watch", "list", "reconcile", "failures", "dns", "resolve", "adopt"].includes(
       spec.words[0] as string,
     )
   ) {
@@ -175,6 +180,8 @@ function parse(argv: readonly string[]) {
       "dry-run": { type: "boolean" },
       "queue-url": { type: "string" },
       redrive: { type: "boolean" },
+      "renumber-outside": { type: "boolean" },
+      format: { type: "string" },
       port: { type: "string" },
       host: { type: "string" },
       domain: { type: "string" },

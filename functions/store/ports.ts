@@ -312,6 +312,18 @@ export interface ClaimsPort {
   scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
   /** Deletes an address claim whose owner has no service claim, if it is still `address`. */
   dropOrphanAddress(address: AddressClaim): Promise<boolean>;
+  /**
+   * `vips adopt`: claims `vip` for `service` (both create-if-absent, one transaction, no mesh
+   * membership yet; store/adopt-writes.ts). Which side was already claimed when it fails.
+   */
+  adopt(request: AdoptRequest): Promise<ClaimOutcome>;
+}
+
+/** A claim adopted from another allocator's VIP map. */
+export interface AdoptRequest {
+  readonly service: string;
+  readonly vip: string;
+  readonly nowMs: number;
 }
 
 /** A range's next-fit cursor and claim counter (`pool#<cidr>` in the claims table). */

@@ -1,3 +1,4 @@
+import { adoptWrites } from "./adopt-writes.ts";
 import {
   addressKey,
   type ClaimWrite,
@@ -21,6 +22,7 @@ import {
 import { counterOf, counterWrite, cursorWrite } from "./pool-items.ts";
 import type {
   AddressClaim,
+  AdoptRequest,
   ClaimOutcome,
   ClaimRequest,
   ClaimsPage,
@@ -169,6 +171,18 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
       orphanAddressWrite(address.vip, address.owner, address.claimId),
     ]);
     return outcome.ok;
+  }
+
+  async adopt(request: AdoptRequest): Promise<ClaimOutcome> {
+    const { writes, serviceIndex } = adoptWrites(
+      request.service,
+      request.vip,
+      this.newId(),
+      request.nowMs,
+    );
+    const outcome = await this.table.write("claims.adopt", writes);
+    if (outcome.ok) return "ok";
+    return outcome.failed.has(serviceIndex) ? "service-changed" : "address-taken";
   }
 
   // --- PoolPort: the range's cursor and counter -------------------------------------------

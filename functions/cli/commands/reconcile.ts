@@ -14,7 +14,7 @@ export interface ReconcileRequest {
 }
 
 /** Telemetry for a CLI run: warnings and errors on stderr, the rest quiet (the CLI reports). */
-function cliTelemetry(ctx: CliContext): Telemetry {
+export function cliTelemetry(ctx: CliContext): Telemetry {
   const note = (level: string, message: string, data?: Record<string, unknown>) =>
     ctx.out.note(`${level}: ${message}${data === undefined ? "" : ` ${JSON.stringify(data)}`}`);
   return {
