@@ -140,9 +140,9 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
     {
       name: "format1-additive-attribute",
       description:
-        "An attribute this version does not define (`hosts`, from a later version): readers ignore attributes they do not know.",
+        "An attribute this version does not define (`labels`, as a later version might add): readers ignore attributes they do not know.",
       item: item("future", 4, "240.0.0.0/4", record([["web", "240.0.0.0"]])),
-      extra: { hosts: { web: "web.example" } },
+      extra: { labels: { team: "web" } },
     },
     {
       name: "format2-large",

@@ -184,9 +184,11 @@ describe("the repair sweep", () => {
     const result = await run(world);
 
     // Assert
+    // api's release, which crashed after its leave, is finished by the mesh's pass itself (the
+    // item still records api as leaving), so the audit finds no unreleased claim.
     const kinds = result.repairs.map((r) => `${r.kind} ${r.mesh ?? "-"} ${r.service ?? "-"}`);
+    expect(world.claims.serviceClaim("api")?.releasedAt).toBeDefined();
     expect(kinds.sort()).toEqual([
-      "claim-unreleased - api",
       "index-drift payments -",
       "item-services-removed payments ledger",
       "item-services-removed payments web",
