@@ -1,5 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
+import { type DataplaneImages, readImages } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
@@ -14,12 +15,11 @@ export type DecodedRecord =
       readonly table: "meshes" | "dataplanes";
       readonly meshes: readonly string[];
       readonly createdAtMs: number | undefined;
-      /** A dataplane record's key and images (undefined: absent, or not decodable). */
-      readonly dataplane?: {
-        readonly key: { readonly mesh: string; readonly name: string };
-        readonly newImage: unknown;
-        readonly oldImage: unknown;
-      };
+      /**
+       * A dataplane record's key and what its old and new images contribute, read here once
+       * (an absent or undecodable image contributes nothing).
+       */
+      readonly dataplane?: DataplaneImages;
     }
   | { readonly ok: false; readonly sequenceNumber: string | undefined; readonly issue: InputIssue };
 
@@ -93,7 +93,7 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
       table: "dataplanes",
       meshes: [...meshes],
       createdAtMs,
-      dataplane: { key: { mesh, name }, newImage, oldImage },
+      dataplane: readImages({ mesh, name }, oldImage, newImage),
     };
   }
   return fail(

@@ -1,7 +1,6 @@
 import {
   type Contribution,
-  contributionsOf,
-  type DataplaneKey,
+  type DataplaneImages,
   dataplaneId,
   diffContributions,
   paddedSequence,
@@ -11,13 +10,9 @@ import {
 import type { InputIssue } from "../../domain/errors.ts";
 import type { IndexWrite, MembershipIndex } from "../../store/ports.ts";
 
-/** A dataplane stream record, as the index needs it. */
-export interface DataplaneChange {
-  readonly key: DataplaneKey;
+/** A dataplane stream record, as the index needs it: its images as the decoder read them. */
+export interface DataplaneChange extends DataplaneImages {
   readonly sequence: string;
-  /** The item after the change; undefined when it was removed (or cannot be decoded). */
-  readonly newImage: unknown;
-  readonly oldImage: unknown;
 }
 
 export interface IndexUpdate {
@@ -59,10 +54,8 @@ export async function updateIndex(
     const id = dataplaneId(change.key);
     const list = others.get(id) ?? [];
     const superseded = latest.get(id);
-    if (superseded !== undefined) {
-      list.push(...contributionsOf(superseded.key, superseded.newImage).contributions);
-    }
-    list.push(...contributionsOf(change.key, change.oldImage).contributions);
+    if (superseded !== undefined) list.push(...superseded.after);
+    list.push(...change.before);
     others.set(id, list);
     latest.set(id, change);
   }
@@ -76,11 +69,11 @@ export async function updateIndex(
   const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
   for (const [id, change] of latest) {
-    const next = contributionsOf(change.key, change.newImage);
-    issues.push(...next.issues);
+    const next = change.after;
+    issues.push(...change.issues);
     const before = stored.get(id);
     const imaged = others.get(id) ?? [];
-    const pairs = [...next.contributions, ...(before?.contributions ?? []), ...imaged];
+    const pairs = [...next, ...(before?.contributions ?? []), ...imaged];
     touchedPairs.push(...pairs);
     meshesOf.set(id, new Set(pairs.map((pair) => pair.mesh)));
     const sequence = paddedSequence(change.sequence);
@@ -88,26 +81,21 @@ export async function updateIndex(
     // Entries are written before the record, so an attempt that died in between may have
     // left entries its record does not list: they are among this batch's images (the retried
     // record's, or the next record's old image), and go unless still contributed.
-    const { removed } = diffContributions(
-      [...(before?.contributions ?? []), ...imaged],
-      next.contributions,
-    );
+    const { removed } = diffContributions([...(before?.contributions ?? []), ...imaged], next);
     const recordSame =
-      before === undefined
-        ? next.contributions.length === 0
-        : sameContributions(before.contributions, next.contributions);
+      before === undefined ? next.length === 0 : sameContributions(before.contributions, next);
     if (recordSame && removed.length === 0) {
-      knownPairs.push(...next.contributions);
+      knownPairs.push(...next);
       continue;
     }
     writes.push({
       key: change.key,
       // Every entry it contributes, not just the new ones: idempotent, and it restores any
       // an interrupted attempt removed.
-      add: next.contributions,
+      add: next,
       remove: removed,
       record: {
-        contributions: next.contributions,
+        contributions: next,
         sequence,
         expectedVersion: before?.version,
       },
