@@ -11,7 +11,7 @@
  * of the invocation that completed it (its mesh's item includes it by then), and, on a metered
  * run, capacity units per record (bench/cost-meter.ts). Results: bench/results/storm.{md,json,svg}.
  *
- *   npm run bench:storm [-- 10000 [4,8,16]]
+ *   npm run bench:storm [-- 10000 [4,8,16 [--no-meter]]]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
@@ -41,6 +41,8 @@ import { renderChart } from "./svg-chart.ts";
 
 const N = Number(process.argv[2] ?? 10_000);
 const LEVELS = (process.argv[3] ?? "4,8,16").split(",").map(Number);
+/** `--no-meter` (fourth argument): leave out the metered run. */
+const METER = process.argv[4] !== "--no-meter";
 const BATCH = 100;
 const MESH = "big";
 
@@ -100,7 +102,7 @@ try {
   console.error(`setup: ${N} dataplanes, index and item in ${setupSeconds.toFixed(1)} s`);
   const runs = [
     ...LEVELS.map((c) => ({ c, metered: false })),
-    { c: Math.max(...LEVELS), metered: true },
+    ...(METER ? [{ c: Math.max(...LEVELS), metered: true }] : []),
   ];
   for (const [round, { c, metered }] of runs.entries()) {
     const row = await storm(c, metered, round + 1);

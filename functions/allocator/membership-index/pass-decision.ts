@@ -14,6 +14,8 @@ export interface EntryChange {
 export interface PassDecision {
   /** Meshes a presence may have changed in: their pass must run. */
   readonly meshes: Set<string>;
+  /** The pairs whose presence may have changed: what those passes must look at. */
+  readonly pairs: Contribution[];
   /** Pairs found present (a first contributor exists) by the decision's read. */
   readonly present: Contribution[];
 }
@@ -24,9 +26,10 @@ export interface PassDecision {
  * `Limit: 1` Query finds its first contributor (lowest dataplane id):
  * - none: the service may have left the mesh (the last contributor's removal), pass;
  * - one this batch added: the service may have just appeared, pass;
- * - another dataplane: no pass for this pair. The service was present before this batch's
- *   write, or another invocation added that contributor, and of all the contributors added
- *   since the service was last absent the one with the lowest id finds itself first and passes.
+ * - another dataplane: no pass for this pair, and a pass of its mesh for other pairs need not
+ *   look at it. The service was present before this batch's write, or another invocation
+ *   added that contributor, and of all the contributors added since the service was last
+ *   absent the one with the lowest id finds itself first and passes.
  * Two removals of the last two contributors at once: each reads after its own write, so the
  * later read sees neither and passes. Over-approximates (a new lowest-id instance of a present
  * service passes); never misses a change of presence.
@@ -55,6 +58,7 @@ export async function decidePasses(
     for (const pair of change.removed) note(pair, undefined);
   }
   const meshes = new Set<string>();
+  const pairs: Contribution[] = [];
   const present: Contribution[] = [];
   await Promise.all(
     [...changed].map(async ([mesh, services]) => {
@@ -62,9 +66,12 @@ export async function decidePasses(
       for (const [service, adders] of services) {
         const contributor = first.get(service);
         if (contributor !== undefined) present.push({ mesh, service });
-        if (contributor === undefined || adders.has(dataplaneId(contributor))) meshes.add(mesh);
+        if (contributor === undefined || adders.has(dataplaneId(contributor))) {
+          meshes.add(mesh);
+          pairs.push({ mesh, service });
+        }
       }
     }),
   );
-  return { meshes, present };
+  return { meshes, pairs, present };
 }

@@ -83,7 +83,13 @@ export async function updateIndex(
   }
   const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
 
+  /**
+   * The pairs the passes look at: those whose presence may have changed (the decision's),
+   * those pending since an earlier delivery, and every pair of a dataplane whose record write
+   * was lost. A pair the decision found needs no pass keeps what the item lists.
+   */
   const touchedPairs: Contribution[] = [];
+  const allPairs = new Map<string, Contribution[]>();
   const meshesOf = new Map<string, Set<string>>();
   const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
@@ -99,7 +105,8 @@ export async function updateIndex(
     const imaged = others.get(id) ?? [];
     const carried = before?.pending ?? [];
     const pairs = [...next, ...(before?.contributions ?? []), ...imaged, ...carried];
-    touchedPairs.push(...pairs);
+    allPairs.set(id, pairs);
+    touchedPairs.push(...carried);
     meshesOf.set(id, new Set(pairs.map((pair) => pair.mesh)));
     for (const pair of carried) passes.add(pair.mesh);
     const sequence = paddedSequence(change.sequence);
@@ -142,9 +149,11 @@ export async function updateIndex(
   await index.write(writes.map(({ key, add, remove }) => ({ key, add, remove })));
   const decision = await decidePasses(index, entryChanges);
   for (const mesh of decision.meshes) passes.add(mesh);
+  touchedPairs.push(...decision.pairs);
   knownPairs.push(...decision.present);
+  const triggering = new Set(decision.pairs.map(pairKey));
   let round: IndexWrite[] = writes.map((write, i) =>
-    withPending(write, entryChanges[i] as EntryChange, decision.meshes),
+    withPending(write, entryChanges[i] as EntryChange, triggering),
   );
   for (let attempt = 1; round.length > 0; attempt++) {
     // The first round writes the records alone (their entries are written above).
@@ -160,6 +169,7 @@ export async function updateIndex(
         // Its pending pairs were not recorded: this invocation passes its meshes anyway (a
         // crash before they complete is left to the sweep, decision 073).
         for (const mesh of meshesOf.get(id) ?? []) passes.add(mesh);
+        touchedPairs.push(...(allPairs.get(id) ?? []));
         continue;
       }
       knownPairs.push(...write.add);
@@ -189,19 +199,23 @@ export async function updateIndex(
   }
 }
 
-/** The write with its record carrying the changed pairs of the meshes that need a pass. */
+function pairKey(pair: Contribution): string {
+  return JSON.stringify([pair.mesh, pair.service]);
+}
+
+/** The write with its record carrying its changed pairs that need a pass. */
 function withPending(
   write: IndexWrite,
   change: EntryChange,
-  meshes: ReadonlySet<string>,
+  triggering: ReadonlySet<string>,
 ): IndexWrite {
   const record = write.record;
   if (record === undefined) return write;
   const pairs = [...(record.pending ?? [])];
-  const seen = new Set(pairs.map((pair) => JSON.stringify([pair.mesh, pair.service])));
+  const seen = new Set(pairs.map(pairKey));
   for (const pair of [...change.added, ...change.removed]) {
-    const id = JSON.stringify([pair.mesh, pair.service]);
-    if (!meshes.has(pair.mesh) || seen.has(id)) continue;
+    const id = pairKey(pair);
+    if (!triggering.has(id) || seen.has(id)) continue;
     seen.add(id);
     pairs.push(pair);
   }
