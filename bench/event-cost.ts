@@ -13,8 +13,6 @@
  *   npm run bench [-- 100,1000,10000]
  */
 
-import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { loadConfig } from "../functions/allocator/config.ts";
@@ -23,7 +21,7 @@ import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { clientConfig } from "../functions/local/aws-clients.ts";
 import { ENGINE_LABELS, ENGINE_NAMES, startEmulator } from "../functions/local/emulator.ts";
-import { toAttributeMap, toPlain } from "../functions/store/attribute-values.ts";
+import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
@@ -33,15 +31,20 @@ import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
-import { itemSize } from "./capacity-units.ts";
+import { add, emptyTotals } from "./capacity-units.ts";
 import { CostMeter } from "./cost-meter.ts";
+import { type KindCost, type Row, report } from "./event-cost-report.ts";
 import { kubernetesDataplane as dataplane } from "./kubernetes-dataplane.ts";
-import { renderChart } from "./svg-chart.ts";
 
 const SIZES = (process.argv[2] ?? "100,1000,10000").split(",").map(Number);
 const MODES = ["index", "tables"] as const;
+/** The full recompute runs only up to this many dataplanes (third argument; default: all). */
+const FULL_UP_TO = Number(process.argv[3] ?? Number.POSITIVE_INFINITY);
 const DELIVERIES = ["single", "batch100"] as const;
+
 const EVENTS = 200;
+const KINDS = ["tag-change", "new-dataplane", "new-service", "delete"] as const;
+type Kind = (typeof KINDS)[number];
 const SMALL_MESHES = ["small-1", "small-2", "small-3", "small-4"];
 /** The full recompute one record per invocation reads the whole mesh and table per event. */
 const fullSingleEvents = (n: number) => (n <= 100 ? EVENTS : n <= 1000 ? 40 : 8);
@@ -49,21 +52,6 @@ const fullSingleEvents = (n: number) => (n <= 100 ? EVENTS : n <= 1000 ? 40 : 8)
 type Mode = (typeof MODES)[number];
 
 type Delivery = (typeof DELIVERIES)[number];
-
-interface Row {
-  dataplanes: number;
-  mode: Mode;
-  delivery: Delivery;
-  events: number;
-  requestsPerEvent: number;
-  readUnitsPerEvent: number;
-  writeUnitsPerEvent: number;
-  /** Of the write units: the VIP items' own writes (they grow with the mesh's services). */
-  itemWriteUnitsPerEvent: number;
-  /** Claims-table reads of address claims and the cursor, per new-service event. */
-  addressSearchReadUnitsPerNewService: number;
-  wallSecondsPerEvent: number;
-}
 
 const emulator = await startEmulator();
 const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
@@ -76,6 +64,7 @@ let run = 0;
 try {
   for (const n of SIZES) {
     for (const mode of MODES) {
+      if (mode === "tables" && n > FULL_UP_TO) continue;
       for (const delivery of DELIVERIES) {
         rows.push(await measure(n, mode, delivery));
         const row = rows[rows.length - 1] as Row;
@@ -89,7 +78,13 @@ try {
   raw.destroy();
   await emulator.stop();
 }
-report(rows);
+report(rows, {
+  engineLabel: ENGINE_LABEL,
+  engineName: ENGINE_NAMES[emulator.engine],
+  sizes: SIZES,
+  fullUpTo: FULL_UP_TO,
+  fullSingleEvents,
+});
 
 async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> {
   run++;
@@ -174,8 +169,31 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
     telemetry: new InMemoryTelemetry(),
   });
   const events = mix(tables.dataplanes, n, count, `${run}b`, Math.ceil(count / 4));
-  await deliver(handler, events);
-  const totals = meter.snapshot();
+  // Each kind delivered and metered on its own (in the mix's order within the kind).
+  const kinds: KindCost[] = [];
+  const totals = emptyTotals();
+  for (const kind of KINDS) {
+    const ofKind = events.filter((event) => event.kind === kind);
+    if (ofKind.length === 0) continue;
+    meter.reset();
+    await deliver(handler, ofKind);
+    const cost = meter.snapshot();
+    totals.requests += cost.requests;
+    totals.readUnits += cost.readUnits;
+    totals.writeUnits += cost.writeUnits;
+    for (const [table, c] of cost.byTable) add(totals.byTable, table, c);
+    for (const [prefix, c] of cost.byKeyPrefix) add(totals.byKeyPrefix, prefix, c);
+    const item = cost.byTable.get(tables.vips);
+    kinds.push({
+      kind,
+      setChanging: kind === "new-service",
+      events: ofKind.length,
+      readUnitsPerEvent: cost.readUnits / ofKind.length,
+      writeUnitsPerEvent: cost.writeUnits / ofKind.length,
+      itemReadUnitsPerEvent: (item?.readUnits ?? 0) / ofKind.length,
+      itemWriteUnitsPerEvent: (item?.writeUnits ?? 0) / ofKind.length,
+    });
+  }
   metered.destroy();
   await checkInvariants(tables, meshes);
 
@@ -192,6 +210,8 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
     readUnitsPerEvent: totals.readUnits / count,
     writeUnitsPerEvent: totals.writeUnits / count,
     itemWriteUnitsPerEvent: (totals.byTable.get(tables.vips)?.writeUnits ?? 0) / count,
+    itemReadUnitsPerEvent: (totals.byTable.get(tables.vips)?.readUnits ?? 0) / count,
+    kinds,
     addressSearchReadUnitsPerNewService: newServices === 0 ? 0 : claims / newServices,
     wallSecondsPerEvent: wallMs / 1000 / count,
   };
@@ -207,8 +227,6 @@ async function deliverAll(
   }
 }
 
-type Kind = "tag-change" | "new-dataplane" | "new-service" | "delete";
-
 interface MixEvent {
   readonly kind: Kind;
   /** Makes the change in the dataplanes table (the control plane's write, not metered). */
@@ -218,15 +236,17 @@ interface MixEvent {
 
 /** The mix's events: each change to the dataplanes table and its stream record. */
 function mix(table: string, n: number, count: number, runId: string, offset: number): MixEvent[] {
-  const kinds: Kind[] = ["tag-change", "new-dataplane", "new-service", "delete"];
+  const kinds = KINDS;
   const services = Math.max(1, Math.floor(n / 10));
   const out: MixEvent[] = [];
   for (let i = 0; i < count; i++) {
     const kind = kinds[i % 4] as Kind;
     const k = Math.floor(i / 4);
+    const j = k + offset;
     if (kind === "tag-change") {
-      // Dataplanes from the front; deletes take them from the back.
-      const index = (k + offset) % n;
+      // Instances 0-4 of the services from the front; deletes take instances 9 down to 5, so
+      // every service keeps instances and a delete changes no service set.
+      const index = (10 * Math.floor(j / 5) + (j % 5)) % n;
       const old = dataplane("big", `dp-${index}`, `svc-${Math.floor(index / 10)}`);
       const next = dataplane(
         "big",
@@ -254,7 +274,7 @@ function mix(table: string, n: number, count: number, runId: string, offset: num
         record: dataplaneRecord(table, { newImage: item }),
       });
     } else {
-      const index = n - 1 - k - offset;
+      const index = Math.min(n - 1, 10 * (j % services) + 9 - (Math.floor(j / services) % 5));
       const old = dataplane("big", `dp-${index}`, `svc-${Math.floor(index / 10)}`);
       out.push({
         kind,
@@ -281,64 +301,4 @@ async function checkInvariants(
   });
   if (violations.length > 0)
     throw new Error(`invariants broken: ${violations.slice(0, 5).join("; ")}`);
-}
-
-function marshall(item: DataplaneItem) {
-  return toAttributeMap(item as Record<string, unknown>);
-}
-
-function report(results: Row[]): void {
-  const header =
-    "| dataplanes | mode | delivery | events | requests/event | read units/event | write units/event | of which VIP item writes | address search read units/new service | wall s/event |";
-  const lines = [
-    header,
-    "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ...results.map(
-      (r) =>
-        `| ${r.dataplanes} | ${r.mode === "index" ? "incremental" : "full recompute"} | ${r.delivery === "single" ? "1 per invocation" : "batches of 100"} | ${r.events} | ${r.requestsPerEvent.toFixed(2)} | ${r.readUnitsPerEvent.toFixed(2)} | ${r.writeUnitsPerEvent.toFixed(2)} | ${r.itemWriteUnitsPerEvent.toFixed(2)} | ${r.addressSearchReadUnitsPerNewService.toFixed(2)} | ${r.wallSecondsPerEvent.toFixed(4)} |`,
-    ),
-  ];
-  const table = lines.join("\n");
-  console.log(table);
-  mkdirSync("bench/results", { recursive: true });
-  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE_LABEL}`;
-  writeFileSync(
-    "bench/results/event-cost.md",
-    [
-      "# What one dataplane event costs",
-      "",
-      `Run ${new Date().toISOString()} with \`npm run bench -- ${SIZES.join(",")}\` on ${machine}.`,
-      "",
-      `Dataplanes are the size Kuma stores on Kubernetes (${itemSize(marshall(dataplane("big", "dp-0", "svc-0")))} bytes as a DynamoDB item).`,
-      "Capacity units are computed from item sizes as DynamoDB bills them (bench/cost-meter.ts),",
-      "per event of the mix (tag change, new dataplane of an existing service, new service,",
-      `delete). Wall time is on ${ENGINE_NAMES[emulator.engine]}, from an unmetered delivery of the same kinds of`,
-      "events (on other dataplanes) just before the metered one. The full",
-      "recompute one record per invocation reads the whole mesh and table per event, so it runs",
-      `only the first ${fullSingleEvents(1000)} events of the mix at 1,000 dataplanes and ${fullSingleEvents(10_000)} at 10,000 (the events column).`,
-      "",
-      table,
-      "",
-      "![units per event](event-cost.svg)",
-      "",
-    ].join("\n"),
-  );
-  writeFileSync("bench/results/event-cost.json", `${JSON.stringify(results, null, 2)}\n`);
-  const series = MODES.flatMap((mode) =>
-    DELIVERIES.map((delivery) => ({
-      name: `${mode === "index" ? "incremental" : "full recompute"}, ${delivery === "single" ? "1 per invocation" : "batches of 100"}`,
-      points: results
-        .filter((r) => r.mode === mode && r.delivery === delivery)
-        .map((r) => ({ x: r.dataplanes, y: r.readUnitsPerEvent + r.writeUnitsPerEvent })),
-    })),
-  );
-  writeFileSync(
-    "bench/results/event-cost.svg",
-    renderChart({
-      title: "Read + write capacity units per dataplane event",
-      xLabel: "dataplanes in the table",
-      yLabel: "capacity units per event",
-      series,
-    }),
-  );
 }

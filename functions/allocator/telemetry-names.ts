@@ -33,6 +33,11 @@ export const METRIC = {
   itemTooLarge: "VipItemTooLarge",
   /** Dataplane records of the membership index written (Count). */
   indexWrites: "IndexWrites",
+  /**
+   * Meshes a batch touched whose pass it skipped: no service's presence changed in them and
+   * none was pending (decision 073) (Count).
+   */
+  passesSkipped: "PassesSkipped",
   /** Age of the oldest record of a batch when its processing started (Milliseconds). */
   streamLagMs: "StreamLag",
   /**

@@ -82,6 +82,33 @@ export function contributionsOf(
   return { contributions: contributions.sort(comparePairs), issues: [...read.issues] };
 }
 
+/**
+ * A dataplane stream record's images, read once (by the record decoder): what the old image
+ * contributed and what the new one contributes, with the new image's issues. A missing or
+ * undecodable image contributes nothing.
+ */
+export interface DataplaneImages {
+  readonly key: DataplaneKey;
+  readonly before: readonly Contribution[];
+  readonly after: readonly Contribution[];
+  /** Skipped pieces of the new image (bad input). */
+  readonly issues: readonly InputIssue[];
+}
+
+export function readImages(
+  key: DataplaneKey,
+  oldImage: unknown,
+  newImage: unknown,
+): DataplaneImages {
+  const next = contributionsOf(key, newImage);
+  return {
+    key,
+    before: contributionsOf(key, oldImage).contributions,
+    after: next.contributions,
+    issues: next.issues,
+  };
+}
+
 /** The contributor entries to add and to remove to go from `before` to `after`. */
 export function diffContributions(
   before: readonly Contribution[],

@@ -4,18 +4,26 @@ import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
 import {
+  dataplaneOfSortKey,
   decodeItem,
   decodeRecord,
   encodeRecord,
   entryKey,
   keepsRecord,
   meshPartition,
+  pairsOut,
   recordKey,
   recordPartition,
   serviceOfSortKey,
   servicePrefix,
 } from "./index-items.ts";
-import type { IndexEntry, IndexedDataplane, IndexWrite, MembershipIndex } from "./ports.ts";
+import type {
+  IndexEntry,
+  IndexedDataplane,
+  IndexWrite,
+  MembershipIndex,
+  PendingUpdate,
+} from "./ports.ts";
 
 /** Presence queries in flight at once. */
 const PRESENCE_CONCURRENCY = 8;
@@ -99,7 +107,14 @@ export class DynamoMembershipIndex implements MembershipIndex {
       }
       await this.doc.put({
         TableName: this.table,
-        Item: encodeRecord(key, record.contributions, record.sequence, (expected ?? 0) + 1),
+        Item: encodeRecord(
+          key,
+          record.contributions,
+          record.sequence,
+          (expected ?? 0) + 1,
+          Date.now(),
+          record.pending,
+        ),
         ...(expected === undefined
           ? { ConditionExpression: "attribute_not_exists(pk)" }
           : {
@@ -116,7 +131,14 @@ export class DynamoMembershipIndex implements MembershipIndex {
   }
 
   async present(mesh: string, services: readonly string[]): Promise<Set<string>> {
-    const found = new Set<string>();
+    return new Set((await this.firstContributors(mesh, services)).keys());
+  }
+
+  async firstContributors(
+    mesh: string,
+    services: readonly string[],
+  ): Promise<Map<string, DataplaneKey>> {
+    const found = new Map<string, DataplaneKey>();
     const queue = [...new Set(services)];
     const worker = async (): Promise<void> => {
       for (let service = queue.pop(); service !== undefined; service = queue.pop()) {
@@ -126,13 +148,38 @@ export class DynamoMembershipIndex implements MembershipIndex {
           ExpressionAttributeValues: { ":p": meshPartition(mesh), ":s": servicePrefix(service) },
           ConsistentRead: true,
           Limit: 1,
-          ProjectionExpression: "pk",
+          ProjectionExpression: "sk",
         });
-        if (page.items.length > 0) found.add(service);
+        const first = page.items[0];
+        if (first !== undefined) found.set(service, dataplaneOfSortKey(String(first.sk)));
       }
     };
     await Promise.all(Array.from({ length: Math.min(PRESENCE_CONCURRENCY, queue.length) }, worker));
     return found;
+  }
+
+  async setPending(updates: readonly PendingUpdate[]): Promise<void> {
+    const queue = [...updates];
+    const worker = async (): Promise<void> => {
+      for (let update = queue.pop(); update !== undefined; update = queue.pop()) {
+        try {
+          await this.doc.update({
+            TableName: this.table,
+            Key: recordKey(update.key),
+            UpdateExpression: update.pending.length > 0 ? "SET #p = :p" : "REMOVE #p",
+            ConditionExpression: "#v = :v",
+            ExpressionAttributeNames: { "#p": "p", "#v": "v" },
+            ExpressionAttributeValues: {
+              ":v": update.version,
+              ...(update.pending.length > 0 ? { ":p": pairsOut(update.pending) } : {}),
+            },
+          });
+        } catch (error) {
+          if (!(error instanceof ConditionFailed)) throw error;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(RECORD_CONCURRENCY, queue.length) }, worker));
   }
 
   async servicesOf(mesh: string): Promise<string[]> {

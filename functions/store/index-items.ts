@@ -11,7 +11,11 @@
  *   nothing keeps its record as a tombstone (`c` empty) while the record that emptied it may
  *   still be delivered again: its `seq` fences off older records (a redelivered INSERT of a
  *   deleted dataplane). Tombstones carry `expiresAt` (epoch seconds) for the table's TTL,
- *   {@link TOMBSTONE_TTL_SECONDS} on: far beyond a stream's 24-hour retention.
+ *   {@link TOMBSTONE_TTL_SECONDS} on: far beyond a stream's 24-hour retention. `p` (a list of
+ *   `{ m, s }`, absent when empty) names the (mesh, service) pairs whose mesh pass this
+ *   dataplane's records require and that has not completed yet (decision 073): set with the
+ *   record, cleared after the pass, so a redelivered record that finds the index already up to
+ *   date still brings them to their passes.
  */
 import {
   type Contribution,
@@ -53,6 +57,11 @@ export function recordKey(dataplane: DataplaneKey): PlainRecord {
   return { pk: recordPartition(dataplane.mesh, dataplane.kind), sk: dataplane.name };
 }
 
+/** The dataplane an entry's sort key names. */
+export function dataplaneOfSortKey(sk: string): DataplaneKey {
+  return parseDataplaneId(sk.slice(serviceOfSortKey(sk).length + 1));
+}
+
 /** The service an entry's sort key names. */
 export function serviceOfSortKey(sk: string): string {
   const end = sk.indexOf("#");
@@ -65,12 +74,14 @@ export function encodeRecord(
   sequence: string,
   version: number,
   nowMs: number = Date.now(),
+  pending: readonly Contribution[] = [],
 ): PlainRecord {
   return {
     ...recordKey(dataplane),
-    c: contributions.map((pair) => ({ m: pair.mesh, s: pair.service })),
+    c: pairsOut(contributions),
     seq: sequence,
     v: version,
+    ...(pending.length > 0 ? { p: pairsOut(pending) } : {}),
     ...(contributions.length === 0
       ? { expiresAt: Math.floor(nowMs / 1000) + TOMBSTONE_TTL_SECONDS }
       : {}),
@@ -90,21 +101,31 @@ function text(value: unknown, what: string): string {
   return value;
 }
 
+/** Pairs as stored: a list of `{ m, s }`. */
+export function pairsOut(pairs: readonly Contribution[]): PlainRecord[] {
+  return pairs.map((pair) => ({ m: pair.mesh, s: pair.service }));
+}
+
+function pairsIn(value: unknown, field: string): Contribution[] {
+  const list = Array.isArray(value) ? value : [];
+  return list.map((entry) => {
+    const pair = entry as PlainRecord;
+    return { mesh: text(pair.m, `${field}[].m`), service: text(pair.s, `${field}[].s`) };
+  });
+}
+
 export function decodeRecord(item: PlainRecord): IndexedDataplane {
   const pk = text(item.pk, "pk");
-  const list = Array.isArray(item.c) ? item.c : [];
   const mesh = pk.slice(RECORD_PREFIX.length);
   const name = text(item.sk, "sk");
   return {
     key: pk.startsWith(EXTERNAL_RECORD_PREFIX)
       ? { mesh, name, kind: "external-service" }
       : { mesh, name },
-    contributions: list.map((entry) => {
-      const pair = entry as PlainRecord;
-      return { mesh: text(pair.m, "c[].m"), service: text(pair.s, "c[].s") };
-    }),
+    contributions: pairsIn(item.c, "c"),
     sequence: typeof item.seq === "string" ? item.seq : "",
     version: typeof item.v === "number" ? item.v : Number(item.v ?? 0),
+    pending: pairsIn(item.p, "p"),
   };
 }
 

@@ -56,6 +56,18 @@ export interface IndexedDataplane {
   readonly sequence: string;
   /** Bumped by every write of the record; writes are conditional on it. */
   readonly version: number;
+  /**
+   * (mesh, service) pairs whose mesh pass this dataplane's records require and that has not
+   * completed (decision 073; absent: none).
+   */
+  readonly pending?: readonly Contribution[];
+}
+
+/** Sets the pending pairs of a dataplane record, if it is still at `version`. */
+export interface PendingUpdate {
+  readonly key: DataplaneKey;
+  readonly version: number;
+  readonly pending: readonly Contribution[];
 }
 
 /** One contributor entry: `dataplane` puts `service` in `mesh`'s service set. */
@@ -76,6 +88,8 @@ export interface IndexWrite {
     readonly contributions: readonly Contribution[];
     readonly sequence: string;
     readonly expectedVersion: number | undefined;
+    /** Pairs whose mesh pass is pending (decision 073); written with the record. */
+    readonly pending?: readonly Contribution[];
   };
 }
 
@@ -94,6 +108,16 @@ export interface MembershipIndex {
   write(writes: readonly IndexWrite[]): Promise<Set<string>>;
   /** Which of `services` have at least one contributor in `mesh` (strongly consistent). */
   present(mesh: string, services: readonly string[]): Promise<Set<string>>;
+  /**
+   * The first contributor (lowest sort key) of each of `services` in `mesh`, strongly
+   * consistent; a service with none is left out. The pass decision's read (decision 073).
+   */
+  firstContributors(mesh: string, services: readonly string[]): Promise<Map<string, DataplaneKey>>;
+  /**
+   * Sets the pending pairs of each record still at its `version` (the version is not bumped);
+   * a record that moved on is left as it is (its writer carried the pairs over).
+   */
+  setPending(updates: readonly PendingUpdate[]): Promise<void>;
   /** Every service with a contributor in `mesh`, sorted. */
   servicesOf(mesh: string): Promise<string[]>;
   /** Every contributor entry of `mesh` (the repair sweep's read). */

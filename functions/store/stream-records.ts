@@ -1,6 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
-import type { DataplaneKey } from "../domain/contributions.ts";
+import { type DataplaneImages, readImages } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
@@ -16,14 +16,10 @@ export type DecodedRecord =
       readonly meshes: readonly string[];
       readonly createdAtMs: number | undefined;
       /**
-       * A dataplane (or external service) record's key and images (undefined: absent, or not
-       * decodable); an external service's key has `kind: "external-service"`.
+       * A dataplane record's key and what its old and new images contribute, read here once
+       * (an absent or undecodable image contributes nothing).
        */
-      readonly dataplane?: {
-        readonly key: DataplaneKey;
-        readonly newImage: unknown;
-        readonly oldImage: unknown;
-      };
+      readonly dataplane?: DataplaneImages;
     }
   | { readonly ok: false; readonly sequenceNumber: string | undefined; readonly issue: InputIssue };
 
@@ -97,7 +93,7 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
       table: "dataplanes",
       meshes: [...meshes],
       createdAtMs,
-      dataplane: { key: { mesh, name }, newImage, oldImage },
+      dataplane: readImages({ mesh, name }, oldImage, newImage),
     };
   }
   if (tableName !== undefined && tableName === tables.externalServices) {
@@ -113,11 +109,11 @@ export function decodeRecord(record: DynamoDBRecord, tables: TableNames): Decode
       table: "external-services",
       meshes: [mesh],
       createdAtMs,
-      dataplane: {
-        key: { mesh, name, kind: "external-service" },
-        newImage: imageOrNothing(record.dynamodb?.NewImage),
-        oldImage: imageOrNothing(record.dynamodb?.OldImage),
-      },
+      dataplane: readImages(
+        { mesh, name, kind: "external-service" },
+        imageOrNothing(record.dynamodb?.OldImage),
+        imageOrNothing(record.dynamodb?.NewImage),
+      ),
     };
   }
   const inputs = [tables.meshes, tables.dataplanes, tables.externalServices].filter(

@@ -57,12 +57,13 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
   });
 
   it("finds what the event path alone leaves wrong when the sweep is left out", async () => {
-    // Seeds 2, 15 and 21 lose records or kill invocations, and leave violations or leaks
-    // without the sweep (npm run chaos -- --no-sweep).
+    // Seeds 15, 21 and 29 lose records or kill invocations, and leave violations or leaks
+    // without the sweep (npm run chaos -- --no-sweep). (Seed 2 did too until the skipped
+    // passes of decision 073 changed which requests its faults hit.)
     const without = await Promise.all(
-      [2, 15, 21].map((seed) => runChaos(seed, 80, { sweep: false })),
+      [15, 21, 29].map((seed) => runChaos(seed, 80, { sweep: false })),
     );
-    const withSweep = await Promise.all([2, 15, 21].map((seed) => runChaos(seed, 80)));
+    const withSweep = await Promise.all([15, 21, 29].map((seed) => runChaos(seed, 80)));
 
     expect(without.every(failed)).toBe(true);
     expect(withSweep.some(failed)).toBe(false);
@@ -81,11 +82,12 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     },
   );
 
-  it("seed 109: an address whose owner's service claim is gone is dropped and given out in the same sweep (regression)", async () => {
-    // First found by npm run chaos -- --runs 1000 --seed 301 (then seed 428, before the
-    // generator learned lost responses and out-of-order deliveries): the sweep dropped such an
+  it("seed 387: an address whose owner's service claim is gone is dropped and given out in the same sweep (regression)", async () => {
+    // First found by npm run chaos -- --runs 1000 --seed 301 (then seeds 428 and 109, before
+    // the generator learned lost responses and out-of-order deliveries, and before the skipped
+    // passes of decision 073 changed which requests the faults hit): the sweep dropped such an
     // address but handed it out only a cycle later.
-    const result = await runChaos(109, 80);
+    const result = await runChaos(387, 80);
 
     expect(result.repairs.get("address-orphaned")).toBe(1);
     expect(result.violations).toEqual([]);

@@ -1,4 +1,4 @@
-import type { DynamoDBStreamEvent } from "aws-lambda";
+import type { DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";
@@ -352,13 +352,14 @@ describe("the allocator against the local engine with real stream records", () =
     await w.putDataplane(dataplane("m2", "dp", ["s"]));
     await w.drain();
     const original = (await w.vipItem("m2"))?.vips.s;
-    const m1Events = w.delivered.filter((event) =>
-      event.Records.some((record) => record.dynamodb?.Keys?.mesh?.S === "m1"),
-    );
+    // m1's records again under a new range: its mesh record brings the pass (a dataplane record
+    // that changes no service set does not, decision 073).
+    const ofM1 = (record: DynamoDBRecord) =>
+      record.dynamodb?.Keys?.mesh?.S === "m1" ||
+      (record.dynamodb?.Keys?.mesh === undefined && record.dynamodb?.Keys?.name?.S === "m1");
+    const m1Events = w.delivered.filter((event) => event.Records.some(ofM1));
     const newRange = w.handlerWith({ VIP_CIDR: "10.20.1.0/30" });
-    for (const event of m1Events) {
-      await newRange({ Records: event.Records.filter((r) => r.dynamodb?.Keys?.mesh?.S === "m1") });
-    }
+    for (const event of m1Events) await newRange({ Records: event.Records.filter(ofM1) });
     expect((await w.vipItem("m1"))?.vips.s).toMatch(/^10\.20\.1\./);
 
     // Back to the first range; every mesh is reconciled, then new services arrive.

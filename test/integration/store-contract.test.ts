@@ -653,6 +653,7 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
       contributions: [{ mesh: "a", service: "web" }],
       sequence: "0002",
       version: 1,
+      pending: [],
     });
     let entries = 0;
     let dataplanes = 0;
@@ -707,6 +708,40 @@ describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => 
     expect(tombstone).toMatchObject({ contributions: [], sequence: "0002", version: 3 });
     expect(rebuilt.size).toBe(0);
     expect((await index.getDataplanes([dp1])).size).toBe(0);
+  });
+
+  it("finds a service's first contributor, and keeps pending pairs until cleared at the record's version", async () => {
+    // Arrange: dp-1 (a) and __proto__ (b) contribute web to a; the record carries a pending pair
+    const { index } = await make();
+    const web = { mesh: "a", service: "web" };
+    await index.write([
+      { key: dp2, add: [web], remove: [] },
+      {
+        key: dp1,
+        add: [web],
+        remove: [],
+        record: {
+          contributions: [web],
+          sequence: "0001",
+          expectedVersion: undefined,
+          pending: [web],
+        },
+      },
+    ]);
+
+    // Act
+    const first = await index.firstContributors("a", ["web", "db", "constructor"]);
+    const written = (await index.getDataplanes([dp1])).get('["a","dp-1"]');
+    await index.setPending([{ key: dp1, version: 2, pending: [] }]); // not its version
+    const kept = (await index.getDataplanes([dp1])).get('["a","dp-1"]');
+    await index.setPending([{ key: dp1, version: 1, pending: [] }]);
+    const cleared = (await index.getDataplanes([dp1])).get('["a","dp-1"]');
+
+    // Assert: ids sort as JSON arrays (`["a",...` before `["b",...`)
+    expect([...first.entries()]).toEqual([["web", dp1]]);
+    expect(written?.pending).toEqual([web]);
+    expect(kept?.pending).toEqual([web]);
+    expect(cleared).toMatchObject({ pending: [], version: 1, contributions: [web] });
   });
 
   it("removes entries, and lists a service while any contributor is left", async () => {

@@ -3,10 +3,12 @@
  * (records lost, data written before the stream) is found in the external-services table and
  * corrected, like a dataplane's; a second cycle repairs nothing.
  */
+
 import { describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
+import { readImages } from "../../functions/domain/contributions.ts";
 import { hostEntry } from "../../functions/domain/hosts.ts";
 import { dataplane, externalService } from "../fixtures/builders.ts";
 import { InMemoryMembershipIndex } from "../fixtures/in-memory-ports.ts";
@@ -60,10 +62,8 @@ describe("the repair sweep with external services", () => {
     await updateIndex(
       [
         {
-          key: { mesh: "default", name: "api", kind: "external-service" },
+          ...readImages({ mesh: "default", name: "api", kind: "external-service" }, undefined, es),
           sequence: "1".padStart(40, "0"),
-          newImage: es,
-          oldImage: undefined,
         },
       ],
       world.index,

@@ -18,6 +18,7 @@ import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { BatchIngresses } from "../../functions/allocator/pass/batch-ingresses.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { decodeRecord } from "../../functions/store/stream-records.ts";
@@ -121,6 +122,11 @@ interface Scenario {
   readonly stallChance: number;
   /** How often an invocation dies right after a VIP item write (the batch is redelivered). */
   readonly crashChance: number;
+  /**
+   * Whether it may also die right before a VIP item write (its memberships then leak until
+   * the repair sweep, decision 045).
+   */
+  readonly crashBeforeItemWrite: boolean;
   /** Where batches get the service sets: the membership index, or the full recompute. */
   readonly mode: "index" | "tables";
   readonly seed: number;
@@ -145,6 +151,8 @@ interface ScenarioConfig {
   readonly drops?: boolean;
   /** External services (their services and hosts) in the mix. @default false */
   readonly externalServices?: boolean;
+  /** Crashes right before VIP item writes too. @default false */
+  readonly crashBeforeItemWrite?: boolean;
 }
 
 const meshArb = fc.constantFrom(...MESHES);
@@ -255,6 +263,7 @@ function scenarioArb(config: ScenarioConfig): fc.Arbitrary<Scenario> {
         : fc.record({ at: fc.nat({ max: 40 }), cidr: fc.constantFrom(...config.switchTo) }),
     stallChance: fc.constantFrom(0, 0.05, 0.2),
     crashChance: fc.constantFrom(...(config.crashChances ?? [0])),
+    crashBeforeItemWrite: fc.constant(config.crashBeforeItemWrite ?? false),
     mode: fc.constant(config.mode ?? "tables"),
     seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
   });
@@ -465,10 +474,10 @@ function isReportedFailure(error: unknown): boolean {
   return error instanceof RetriesExhaustedError || error instanceof InjectedCrash;
 }
 
-/** The invocation "dies" right after a VIP item write: the batch is delivered again. */
+/** The invocation "dies" right before or after a VIP item write: the batch is delivered again. */
 class InjectedCrash extends Error {
   constructor() {
-    super("injected: the invocation died right after the write");
+    super("injected: the invocation died at a VIP item write");
     this.name = "InjectedCrash";
   }
 }
@@ -580,8 +589,18 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
     world.vipItems.afterPut = () => {
       if (crashes() < scenario.crashChance) throw new InjectedCrash();
     };
-    // Incrementally, an invocation may also die between the index's entries and its records.
+    // Incrementally, an invocation may also die at every point between the index update and
+    // the item write (decision 073): between the index's entries and its records, after the
+    // records (before any pass), in a pass before its item write, and after the passes before
+    // their pending pairs are cleared.
     world.index.crashBeforeRecords = () => crashes() < scenario.crashChance;
+    world.index.crashAfterRecords = () => crashes() < scenario.crashChance;
+    if (scenario.crashBeforeItemWrite) {
+      world.vipItems.beforePut = () => {
+        if (crashes() < scenario.crashChance) throw new InjectedCrash();
+      };
+    }
+    world.index.crashBeforeClear = () => crashes() < scenario.crashChance;
   }
   const pipeline = new Pipeline(world);
   const reuse = new ReuseHistory(scenario.quarantineSeconds * 1000);
@@ -676,7 +695,10 @@ async function runScenario(scenario: Scenario): Promise<RunResult> {
   dropped.clear();
   await drained();
   world.vipItems.afterPut = undefined;
+  world.vipItems.beforePut = undefined;
   world.index.crashBeforeRecords = undefined;
+  world.index.crashAfterRecords = undefined;
+  world.index.crashBeforeClear = undefined;
 
   // The final full reconcile of every mesh, with the tables at rest.
   await world.reconcileAll(MESHES);
@@ -849,6 +871,44 @@ describe("incremental passes (membership index) against the full recompute", () 
         },
       ),
       { numRuns: 40 },
+    );
+  });
+
+  it("skip only the passes no presence change needs, with crashes at every point between the index update and the item write", async () => {
+    // Few services, shared by several dataplanes: most events change no service's presence
+    // and skip their mesh's pass (decision 073). An invocation dies often at each point
+    // between the index update and the item write; every drained moment checks each item
+    // against the service sets derived from the tables, before any full reconcile of ours.
+    await fc.assert(
+      fc.asyncProperty(
+        scenarioArb({
+          services: ["api", "web", "db"],
+          churn: false,
+          cidrs: ["10.0.0.0/28"],
+          quarantines: [0, 30],
+          maxAdvanceSeconds: 60,
+          switchTo: [],
+          crashChances: [0.3, 0.5],
+          mode: "index",
+          crashBeforeItemWrite: true,
+        }),
+        async (scenario) => {
+          // Act
+          const { world } = await runScenario(scenario);
+
+          // Assert
+          await assertIndexMatchesRebuild(world);
+          assertInvariants(world);
+          // A pass that died before its item write leaves its memberships to the sweep.
+          await sweep(
+            { ...world.batchPorts(), index: world.index },
+            { ...world.batchSettings(), serviceSet: "index" },
+          );
+          assertNoLeaks(world);
+          await assertIdempotent(world);
+        },
+      ),
+      { numRuns: 60 },
     );
   });
 

@@ -3,6 +3,7 @@ import { updateIndex } from "../../functions/allocator/membership-index/update.t
 import { indexView } from "../../functions/allocator/membership-index/view.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { SweepOptions } from "../../functions/allocator/sweep/types.ts";
+import { readImages } from "../../functions/domain/contributions.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import type { Operation } from "../fixtures/in-memory-ports.ts";
 import { World } from "./reconcile-world.ts";
@@ -309,7 +310,7 @@ describe("the repair sweep", () => {
 async function putDataplane(world: World, item: ReturnType<typeof dataplane>, sequence: string) {
   world.source.putDataplane(item);
   await updateIndex(
-    [{ key: item, sequence: sequence.padStart(40, "0"), newImage: item, oldImage: undefined }],
+    [{ ...readImages(item, undefined, item), sequence: sequence.padStart(40, "0") }],
     world.index,
   );
 }
@@ -323,14 +324,7 @@ async function deleteDataplane(
 ) {
   if (fromTable) world.source.deleteDataplane(mesh, name);
   await updateIndex(
-    [
-      {
-        key: { mesh, name },
-        sequence: sequence.padStart(40, "0"),
-        newImage: undefined,
-        oldImage: undefined,
-      },
-    ],
+    [{ ...readImages({ mesh, name }, undefined, undefined), sequence: sequence.padStart(40, "0") }],
     world.index,
   );
 }

@@ -1,7 +1,7 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { dataplaneId } from "../../domain/contributions.ts";
 import { isAllocatorError } from "../../domain/errors.ts";
-import type { MembershipIndex } from "../../store/ports.ts";
+import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
 import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
@@ -87,6 +87,9 @@ export async function processBatch(
   }
   let touched = new Map<string, Set<string>>();
   let known = new Map<string, Set<string>>();
+  /** Index mode: the meshes whose pass is needed (decision 073); undefined: every touched one. */
+  let passes: ReadonlySet<string> | undefined;
+  let pending: readonly PendingUpdate[] = [];
   if (index !== undefined) {
     try {
       const update = await updateIndex(changes, index);
@@ -94,6 +97,8 @@ export async function processBatch(
       if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
       touched = update.touched;
       known = update.known;
+      passes = update.passes;
+      pending = update.pending;
       // A dataplane's earlier contributions may name meshes its images do not: those meshes'
       // passes carry its records too, so a failure there retries them.
       for (const change of changes) {
@@ -127,7 +132,13 @@ export async function processBatch(
   const invocation = createInvocation(ports, settings);
   const { deps } = invocation;
   const failedSequences: string[] = [];
-  let meshes = [...byMesh.keys()].sort();
+  const touchedMeshes = [...byMesh.keys()].sort();
+  let meshes = touchedMeshes.filter(
+    (mesh) => passes === undefined || passes.has(mesh) || meshRecords.has(mesh),
+  );
+  const skipped = touchedMeshes.length - meshes.length;
+  if (skipped > 0) telemetry.metric(METRIC.passesSkipped, "Count", skipped);
+  const completed = new Set<string>();
   let next = 0;
   const woken = new Set<string>();
   const worker = async (): Promise<void> => {
@@ -137,6 +148,7 @@ export async function processBatch(
         const view = viewFor(mesh);
         const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
         for (const other of result.wake ?? []) woken.add(other);
+        completed.add(mesh);
         settings.onOutcome?.(result);
       } catch (error) {
         // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
@@ -171,6 +183,7 @@ export async function processBatch(
     meshes = [...wokenMeshes];
     await run();
   });
+  if (index !== undefined) await clearPending(index, pending, completed, telemetry);
   try {
     await invocation.finish();
   } catch (error) {
@@ -182,6 +195,31 @@ export async function processBatch(
 
   if (failedSequences.length === 0) return { batchItemFailures: [] };
   return { batchItemFailures: [{ itemIdentifier: lowestOf(failedSequences) }] };
+}
+
+/**
+ * After the passes: the pending pairs of the meshes whose pass completed leave their records
+ * (conditional on the record's version). Failing here costs a pass again later, nothing more.
+ */
+async function clearPending(
+  index: MembershipIndex,
+  pending: readonly PendingUpdate[],
+  completed: ReadonlySet<string>,
+  telemetry: BatchPorts["telemetry"],
+): Promise<void> {
+  const updates: PendingUpdate[] = [];
+  for (const record of pending) {
+    const left = record.pending.filter((pair) => !completed.has(pair.mesh));
+    if (left.length < record.pending.length) updates.push({ ...record, pending: left });
+  }
+  if (updates.length === 0) return;
+  try {
+    await index.setPending(updates);
+  } catch (error) {
+    telemetry.warn("could not clear the pending passes; they run again with the next record", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
 }
 
 function addSequence(byMesh: Map<string, string[]>, mesh: string, sequence: string): void {

@@ -1,7 +1,6 @@
 import {
   type Contribution,
-  contributionsOf,
-  type DataplaneKey,
+  type DataplaneImages,
   dataplaneId,
   diffContributions,
   paddedSequence,
@@ -9,15 +8,12 @@ import {
   servicesByMesh,
 } from "../../domain/contributions.ts";
 import type { InputIssue } from "../../domain/errors.ts";
-import type { IndexWrite, MembershipIndex } from "../../store/ports.ts";
+import type { IndexWrite, MembershipIndex, PendingUpdate } from "../../store/ports.ts";
+import { decidePasses, type EntryChange } from "./pass-decision.ts";
 
-/** A dataplane stream record, as the index needs it. */
-export interface DataplaneChange {
-  readonly key: DataplaneKey;
+/** A dataplane stream record, as the index needs it: its images as the decoder read them. */
+export interface DataplaneChange extends DataplaneImages {
   readonly sequence: string;
-  /** The item after the change; undefined when it was removed (or cannot be decoded). */
-  readonly newImage: unknown;
-  readonly oldImage: unknown;
 }
 
 export interface IndexUpdate {
@@ -33,6 +29,13 @@ export interface IndexUpdate {
   readonly issues: readonly InputIssue[];
   /** Dataplane records written (their entries changed). */
   readonly written: number;
+  /**
+   * Meshes whose pass this batch must run (decision 073): a presence may have changed in them,
+   * or a record carries their pass as pending. A mesh touched otherwise needs no pass.
+   */
+  readonly passes: Set<string>;
+  /** Records carrying pending pairs: after the passes, the completed meshes' pairs go. */
+  readonly pending: readonly PendingUpdate[];
 }
 
 /**
@@ -44,8 +47,11 @@ export interface IndexUpdate {
  * rebuild) makes the entries agree with the winner's record.
  *
  * Every service the dataplane contributed before, contributes now, or its images name is
- * returned as touched, whether or not the index changed: after a crash between the index write
- * and the mesh pass, the redelivered record still brings its services to the pass.
+ * returned as touched, whether or not the index changed. Which meshes need a pass at all is
+ * decided after the entries are written ({@link decidePasses}, decision 073); the records
+ * carry the pairs whose pass is pending until it completes, so after a crash between the index
+ * write and the mesh pass the redelivered record, finding the index up to date, still brings
+ * them to the pass.
  */
 export async function updateIndex(
   changes: readonly DataplaneChange[],
@@ -59,76 +65,161 @@ export async function updateIndex(
     const id = dataplaneId(change.key);
     const list = others.get(id) ?? [];
     const superseded = latest.get(id);
-    if (superseded !== undefined) {
-      list.push(...contributionsOf(superseded.key, superseded.newImage).contributions);
-    }
-    list.push(...contributionsOf(change.key, change.oldImage).contributions);
+    if (superseded !== undefined) list.push(...superseded.after);
+    list.push(...change.before);
     others.set(id, list);
     latest.set(id, change);
   }
   if (latest.size === 0) {
-    return { touched: new Map(), meshesOf: new Map(), known: new Map(), issues, written: 0 };
+    return {
+      touched: new Map(),
+      meshesOf: new Map(),
+      known: new Map(),
+      issues,
+      written: 0,
+      passes: new Set(),
+      pending: [],
+    };
   }
   const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
 
+  /**
+   * The pairs the passes look at: those whose presence may have changed (the decision's),
+   * those pending since an earlier delivery, and every pair of a dataplane whose record write
+   * was lost. A pair the decision found needs no pass keeps what the item lists.
+   */
   const touchedPairs: Contribution[] = [];
+  const allPairs = new Map<string, Contribution[]>();
   const meshesOf = new Map<string, Set<string>>();
   const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
+  const entryChanges: EntryChange[] = [];
+  /** Meshes to pass whatever the decision reads: pending since an earlier delivery. */
+  const passes = new Set<string>();
+  /** Records carrying pending pairs that this batch does not rewrite. */
+  const pending: PendingUpdate[] = [];
   for (const [id, change] of latest) {
-    const next = contributionsOf(change.key, change.newImage);
-    issues.push(...next.issues);
+    const next = change.after;
+    issues.push(...change.issues);
     const before = stored.get(id);
     const imaged = others.get(id) ?? [];
-    const pairs = [...next.contributions, ...(before?.contributions ?? []), ...imaged];
-    touchedPairs.push(...pairs);
+    const carried = before?.pending ?? [];
+    const pairs = [...next, ...(before?.contributions ?? []), ...imaged, ...carried];
+    allPairs.set(id, pairs);
+    touchedPairs.push(...carried);
     meshesOf.set(id, new Set(pairs.map((pair) => pair.mesh)));
+    for (const pair of carried) passes.add(pair.mesh);
     const sequence = paddedSequence(change.sequence);
-    if (before !== undefined && before.sequence >= sequence) continue; // an older record
+    const unchanged = () => {
+      if (before !== undefined && carried.length > 0) {
+        pending.push({ key: change.key, version: before.version, pending: carried });
+      }
+    };
+    if (before !== undefined && before.sequence >= sequence) {
+      unchanged(); // an older record
+      continue;
+    }
     // Entries are written before the record, so an attempt that died in between may have
     // left entries its record does not list: they are among this batch's images (the retried
     // record's, or the next record's old image), and go unless still contributed.
-    const { removed } = diffContributions(
-      [...(before?.contributions ?? []), ...imaged],
-      next.contributions,
-    );
+    const { removed } = diffContributions([...(before?.contributions ?? []), ...imaged], next);
     const recordSame =
-      before === undefined
-        ? next.contributions.length === 0
-        : sameContributions(before.contributions, next.contributions);
+      before === undefined ? next.length === 0 : sameContributions(before.contributions, next);
     if (recordSame && removed.length === 0) {
-      knownPairs.push(...next.contributions);
+      knownPairs.push(...next);
+      unchanged();
       continue;
     }
+    const { added } = diffContributions(before?.contributions ?? [], next);
+    entryChanges.push({ dataplane: id, added, removed });
     writes.push({
       key: change.key,
       // Every entry it contributes, not just the new ones: idempotent, and it restores any
       // an interrupted attempt removed.
-      add: next.contributions,
+      add: next,
       remove: removed,
-      record: {
-        contributions: next.contributions,
-        sequence,
-        expectedVersion: before?.version,
-      },
+      record: { contributions: next, sequence, expectedVersion: before?.version, pending: carried },
     });
   }
-  let pending = writes;
-  for (let round = 1; pending.length > 0; round++) {
-    const lost = await index.write(pending);
-    for (const write of pending) {
-      if (!lost.has(dataplaneId(write.key))) knownPairs.push(...write.add);
+  if (writes.length === 0) return { ...result(), written: 0 };
+  // The entries first, then the decision read, then the records carrying the pairs whose
+  // pass is pending: a crash anywhere after the entries leaves either a record that does not
+  // list them (the redelivered record writes and decides again) or one whose pending pairs
+  // bring the redelivered record to the pass.
+  await index.write(writes.map(({ key, add, remove }) => ({ key, add, remove })));
+  const decision = await decidePasses(index, entryChanges);
+  for (const mesh of decision.meshes) passes.add(mesh);
+  touchedPairs.push(...decision.pairs);
+  knownPairs.push(...decision.present);
+  const triggering = new Set(decision.pairs.map(pairKey));
+  let round: IndexWrite[] = writes.map((write, i) =>
+    withPending(write, entryChanges[i] as EntryChange, triggering),
+  );
+  for (let attempt = 1; round.length > 0; attempt++) {
+    // The first round writes the records alone (their entries are written above).
+    const lost = await index.write(
+      attempt === 1
+        ? round.map(({ key, record }) => ({ key, add: [], remove: [], record }))
+        : round,
+    );
+    for (const write of round) {
+      const id = dataplaneId(write.key);
+      const record = write.record;
+      if (lost.has(id) || record === undefined) {
+        // Its pending pairs were not recorded: this invocation passes its meshes anyway (a
+        // crash before they complete is left to the sweep, decision 073).
+        for (const mesh of meshesOf.get(id) ?? []) passes.add(mesh);
+        touchedPairs.push(...(allPairs.get(id) ?? []));
+        continue;
+      }
+      knownPairs.push(...write.add);
+      const pairs = record.pending ?? [];
+      if (pairs.length > 0) {
+        pending.push({
+          key: write.key,
+          version: (record.expectedVersion ?? 0) + 1,
+          pending: pairs,
+        });
+      }
     }
     if (lost.size === 0) break;
-    pending = await afterLost(pending, lost, index, round < RECORD_ROUNDS);
+    round = await afterLost(round, lost, index, attempt < RECORD_ROUNDS);
   }
-  return {
-    touched: servicesByMesh(touchedPairs),
-    meshesOf,
-    known: servicesByMesh(knownPairs),
-    issues,
-    written: writes.length,
-  };
+  return { ...result(), written: writes.length };
+
+  function result() {
+    return {
+      touched: servicesByMesh(touchedPairs),
+      meshesOf,
+      known: servicesByMesh(knownPairs),
+      issues,
+      passes,
+      pending,
+    };
+  }
+}
+
+function pairKey(pair: Contribution): string {
+  return JSON.stringify([pair.mesh, pair.service]);
+}
+
+/** The write with its record carrying its changed pairs that need a pass. */
+function withPending(
+  write: IndexWrite,
+  change: EntryChange,
+  triggering: ReadonlySet<string>,
+): IndexWrite {
+  const record = write.record;
+  if (record === undefined) return write;
+  const pairs = [...(record.pending ?? [])];
+  const seen = new Set(pairs.map(pairKey));
+  for (const pair of [...change.added, ...change.removed]) {
+    const id = pairKey(pair);
+    if (!triggering.has(id) || seen.has(id)) continue;
+    seen.add(id);
+    pairs.push(pair);
+  }
+  return { ...write, record: { ...record, pending: pairs } };
 }
 
 /** Rounds of record writes for one batch before the newest record gives way anyway. */
