@@ -263,6 +263,12 @@ export interface ClaimWriteResult {
   readonly claim: ServiceClaim | undefined;
 }
 
+/** The waiting meshes, and the range each mesh asked about was last passed under (if known). */
+export interface PassState {
+  readonly waiting: ReadonlySet<string>;
+  readonly ranges: ReadonlyMap<string, string>;
+}
+
 /** A range's claim counter (how many addresses of the range have a claim). */
 export interface PoolCounter {
   readonly cidr: string;
@@ -325,6 +331,14 @@ export interface ClaimsPort {
   getRenumberings(): Promise<number>;
   /** The meshes whose item lists unallocated services. */
   getWaiting(): Promise<string[]>;
+  /**
+   * What decides whether a batch may skip a mesh's pass besides presence (decision 055): the
+   * waiting meshes and the range each of `meshes` was last passed under (one strongly
+   * consistent read).
+   */
+  getPassState(meshes: readonly string[]): Promise<PassState>;
+  /** Records that `mesh`'s item was brought into `cidr` by a completed pass. */
+  setMeshRange(mesh: string, cidr: string): Promise<void>;
   /** Records whether `mesh`'s item lists unallocated services. */
   setWaiting(mesh: string, waiting: boolean): Promise<void>;
   putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;

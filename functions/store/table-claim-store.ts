@@ -19,6 +19,7 @@ import {
   releaseWrites,
   removeMembershipWrite,
 } from "./membership-writes.ts";
+import { decodeMeshRange, meshRangeKey, meshRangeWrite } from "./mesh-range-item.ts";
 import { counterOf, counterWrite, cursorWrite } from "./pool-items.ts";
 import type {
   AddressClaim,
@@ -30,6 +31,7 @@ import type {
   ClaimWriteResult,
   LeaveRequest,
   MembershipRequest,
+  PassState,
   PoolPort,
   ReleaseRequest,
   ScannedClaim,
@@ -113,6 +115,24 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
 
   async setWaiting(mesh: string, waiting: boolean): Promise<void> {
     await this.table.write("claims.setWaiting", [waitingWrite(mesh, waiting)]);
+  }
+
+  async getPassState(meshes: readonly string[]): Promise<PassState> {
+    const keys = [WAITING_KEY, ...[...new Set(meshes)].map(meshRangeKey)];
+    const ranges = new Map<string, string>();
+    let waiting: string[] = [];
+    for (const item of await this.table.get("claims.getPassState", keys)) {
+      if (item.pk === WAITING_KEY) waiting = waitingMeshes(item);
+      const range = decodeMeshRange(item);
+      if (range !== undefined && item.pk === meshRangeKey(range.mesh)) {
+        ranges.set(range.mesh, range.cidr);
+      }
+    }
+    return { waiting: new Set(waiting), ranges };
+  }
+
+  async setMeshRange(mesh: string, cidr: string): Promise<void> {
+    await this.table.write("claims.setMeshRange", [meshRangeWrite(mesh, cidr)]);
   }
 
   async getRenumberings(): Promise<number> {

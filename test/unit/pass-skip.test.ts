@@ -6,6 +6,7 @@
 import type { DynamoDBRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
+import { VipPool } from "../../functions/domain/pool.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import {
   type DataplaneItem,
@@ -144,6 +145,45 @@ describe("the mesh pass skipped when no presence changed", () => {
 
     // Assert
     expect(listed(world, "A")).toEqual(["db", "web"]);
+    expect(world.violations()).toEqual([]);
+  });
+
+  it("still renumbers a mesh after a change of range, on a record that changes no presence", async () => {
+    // Arrange: A with web-1{web}, drained under 240.0.0.0/27; then VIP_CIDR is 10.0.0.0/24
+    const world = indexWorld();
+    await deliver(world, [createMesh(world, "A"), put(world, dataplane("A", "web-1", ["web"]))]);
+    expect(world.vipItems.peek("A")?.vips).toEqual({ web: "240.0.0.0" });
+    world.pool = VipPool.parse("10.0.0.0/24");
+
+    // Act: a second instance of web (no presence changes)
+    await deliver(world, [put(world, dataplane("A", "web-2", ["web"]))]);
+
+    // Assert: renumbered into the new range, and the next such record skips again
+    expect(world.vipItems.peek("A")?.vips).toEqual({ web: "10.0.0.0" });
+    const reads = itemReads(world);
+    await deliver(world, [put(world, dataplane("A", "web-3", ["web"]))]);
+    expect(itemReads(world)).toBe(reads);
+    expect(world.violations()).toEqual([]);
+  });
+
+  it("still allocates to a waiting mesh once a quarantine is over, on a record that changes no presence", async () => {
+    // Arrange: a /31 range (two addresses) and three services: c is unallocated; b leaves
+    // (its address quarantined for 60 s)
+    const world = indexWorld({ cidr: "240.0.0.0/31", quarantineSeconds: 60 });
+    const abc = dataplane("A", "dp", ["a", "b", "c"]);
+    await deliver(world, [createMesh(world, "A"), put(world, abc)]);
+    expect(Object.keys(world.vipItems.peek("A")?.unallocated ?? {})).toEqual(["c"]);
+    const ac = dataplane("A", "dp", ["a", "c"]);
+    await deliver(world, [put(world, ac, abc)]);
+    expect(Object.keys(world.vipItems.peek("A")?.unallocated ?? {})).toEqual(["c"]);
+    world.advance(61);
+
+    // Act: a second instance of a (no presence changes)
+    await deliver(world, [put(world, dataplane("A", "dp-2", ["a"]))]);
+
+    // Assert: c got the address b left
+    expect(world.vipItems.peek("A")?.unallocated).toBeUndefined();
+    expect(Object.keys(world.vipItems.peek("A")?.vips ?? {}).sort()).toEqual(["a", "c"]);
     expect(world.violations()).toEqual([]);
   });
 });

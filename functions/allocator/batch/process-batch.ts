@@ -13,6 +13,7 @@ import { reconcileMesh } from "../pass/reconcile-mesh.ts";
 import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
 import { METRIC } from "../telemetry-names.ts";
+import { guardPasses, recordRanges } from "./pass-guard.ts";
 
 /** The stores one batch works on (the batch reads the ingresses once, for all its passes). */
 export interface BatchPorts extends PassPorts {
@@ -133,12 +134,22 @@ export async function processBatch(
   const { deps } = invocation;
   const failedSequences: string[] = [];
   const touchedMeshes = [...byMesh.keys()].sort();
+  const guard =
+    passes === undefined
+      ? undefined
+      : await guardPasses(ports.claims, touchedMeshes, passes, settings.pool.cidr);
   let meshes = touchedMeshes.filter(
-    (mesh) => passes === undefined || passes.has(mesh) || meshRecords.has(mesh),
+    (mesh) =>
+      passes === undefined ||
+      passes.has(mesh) ||
+      meshRecords.has(mesh) ||
+      guard?.needed.has(mesh) === true,
   );
   const skipped = touchedMeshes.length - meshes.length;
   if (skipped > 0) telemetry.metric(METRIC.passesSkipped, "Count", skipped);
   const completed = new Set<string>();
+  /** Meshes whose completed pass left an item (not a deleted mesh's). */
+  const itemLeft = new Set<string>();
   let next = 0;
   const woken = new Set<string>();
   const worker = async (): Promise<void> => {
@@ -149,6 +160,7 @@ export async function processBatch(
         const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
         for (const other of result.wake ?? []) woken.add(other);
         completed.add(mesh);
+        if (result.action !== "deleted" && result.action !== "absent") itemLeft.add(mesh);
         settings.onOutcome?.(result);
       } catch (error) {
         // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
@@ -184,6 +196,10 @@ export async function processBatch(
     await run();
   });
   if (index !== undefined) await clearPending(index, pending, completed, telemetry);
+  if (guard !== undefined) {
+    const toRecord = [...guard.unrecorded].filter((mesh) => itemLeft.has(mesh));
+    await recordRanges(ports.claims, toRecord, settings.pool.cidr, telemetry);
+  }
   try {
     await invocation.finish();
   } catch (error) {
