@@ -5,6 +5,7 @@
  * "table"`, a table without the index, a caller denied it), from the table itself projecting
  * the same three attributes (a Scan, or a GetItem per listed mesh).
  */
+
 import {
   type AttributeValue,
   type DynamoDBClient,
@@ -12,6 +13,7 @@ import {
   QueryCommand,
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
+import { inPool } from "../domain/in-pool.ts";
 import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
 import { VERSIONS_INDEX } from "../store/table-definitions.ts";
 import { readerErrorOf } from "./errors.ts";
@@ -47,22 +49,6 @@ export function defaultProbeFallback(fallback: ProbeFallback): void {
       ...fallback,
     })}\n`,
   );
-}
-
-/** Runs `work` on every item, at most `concurrency` at once. */
-export async function inPool<T>(
-  items: readonly T[],
-  concurrency: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await work(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
 export interface VersionProbeOptions {
@@ -204,3 +190,5 @@ export class VersionProbe {
     probes.set(raw.mesh, probeOf(raw));
   }
 }
+
+export { inPool };

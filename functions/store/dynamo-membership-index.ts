@@ -1,5 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import { type ContributorKind, type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
+import { inPool } from "../domain/in-pool.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";
@@ -77,14 +78,11 @@ export class DynamoMembershipIndex implements MembershipIndex {
     if (entries.size > 0) await this.doc.batchWrite(this.table, [...entries.values()]);
 
     const lost = new Set<string>();
-    const queue = writes.filter((write) => write.record !== undefined);
-    const worker = async (): Promise<void> => {
-      for (let write = queue.pop(); write !== undefined; write = queue.pop()) {
-        const record = write.record as NonNullable<IndexWrite["record"]>;
-        if (!(await this.writeRecord(write.key, record))) lost.add(dataplaneId(write.key));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(RECORD_CONCURRENCY, queue.length) }, worker));
+    const withRecord = writes.filter((write) => write.record !== undefined);
+    await inPool(withRecord, RECORD_CONCURRENCY, async (write) => {
+      const record = write.record as NonNullable<IndexWrite["record"]>;
+      if (!(await this.writeRecord(write.key, record))) lost.add(dataplaneId(write.key));
+    });
     return lost;
   }
 
@@ -139,47 +137,39 @@ export class DynamoMembershipIndex implements MembershipIndex {
     services: readonly string[],
   ): Promise<Map<string, DataplaneKey>> {
     const found = new Map<string, DataplaneKey>();
-    const queue = [...new Set(services)];
-    const worker = async (): Promise<void> => {
-      for (let service = queue.pop(); service !== undefined; service = queue.pop()) {
-        const page = await this.doc.queryPage({
-          TableName: this.table,
-          KeyConditionExpression: "pk = :p AND begins_with(sk, :s)",
-          ExpressionAttributeValues: { ":p": meshPartition(mesh), ":s": servicePrefix(service) },
-          ConsistentRead: true,
-          Limit: 1,
-          ProjectionExpression: "sk",
-        });
-        const first = page.items[0];
-        if (first !== undefined) found.set(service, dataplaneOfSortKey(String(first.sk)));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PRESENCE_CONCURRENCY, queue.length) }, worker));
+    await inPool([...new Set(services)], PRESENCE_CONCURRENCY, async (service) => {
+      const page = await this.doc.queryPage({
+        TableName: this.table,
+        KeyConditionExpression: "pk = :p AND begins_with(sk, :s)",
+        ExpressionAttributeValues: { ":p": meshPartition(mesh), ":s": servicePrefix(service) },
+        ConsistentRead: true,
+        Limit: 1,
+        ProjectionExpression: "sk",
+      });
+      const first = page.items[0];
+      if (first !== undefined) found.set(service, dataplaneOfSortKey(String(first.sk)));
+    });
     return found;
   }
 
   async setPending(updates: readonly PendingUpdate[]): Promise<void> {
-    const queue = [...updates];
-    const worker = async (): Promise<void> => {
-      for (let update = queue.pop(); update !== undefined; update = queue.pop()) {
-        try {
-          await this.doc.update({
-            TableName: this.table,
-            Key: recordKey(update.key),
-            UpdateExpression: update.pending.length > 0 ? "SET #p = :p" : "REMOVE #p",
-            ConditionExpression: "#v = :v",
-            ExpressionAttributeNames: { "#p": "p", "#v": "v" },
-            ExpressionAttributeValues: {
-              ":v": update.version,
-              ...(update.pending.length > 0 ? { ":p": pairsOut(update.pending) } : {}),
-            },
-          });
-        } catch (error) {
-          if (!(error instanceof ConditionFailed)) throw error;
-        }
+    await inPool(updates, RECORD_CONCURRENCY, async (update) => {
+      try {
+        await this.doc.update({
+          TableName: this.table,
+          Key: recordKey(update.key),
+          UpdateExpression: update.pending.length > 0 ? "SET #p = :p" : "REMOVE #p",
+          ConditionExpression: "#v = :v",
+          ExpressionAttributeNames: { "#p": "p", "#v": "v" },
+          ExpressionAttributeValues: {
+            ":v": update.version,
+            ...(update.pending.length > 0 ? { ":p": pairsOut(update.pending) } : {}),
+          },
+        });
+      } catch (error) {
+        if (!(error instanceof ConditionFailed)) throw error;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(RECORD_CONCURRENCY, queue.length) }, worker));
+    });
   }
 
   async servicesOf(mesh: string): Promise<string[]> {

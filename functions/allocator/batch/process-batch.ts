@@ -1,6 +1,7 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { dataplaneId } from "../../domain/contributions.ts";
 import { isAllocatorError } from "../../domain/errors.ts";
+import { inPool } from "../../domain/in-pool.ts";
 import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
@@ -150,43 +151,35 @@ export async function processBatch(
   const completed = new Set<string>();
   /** Meshes whose completed pass left an item (not a deleted mesh's). */
   const itemLeft = new Set<string>();
-  let next = 0;
   const woken = new Set<string>();
-  const worker = async (): Promise<void> => {
-    while (next < meshes.length) {
-      const mesh = meshes[next++] as string;
-      try {
-        const view = viewFor(mesh);
-        const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
-        for (const other of result.wake ?? []) woken.add(other);
-        completed.add(mesh);
-        if (result.action !== "deleted" && result.action !== "absent") itemLeft.add(mesh);
-        settings.onOutcome?.(result);
-      } catch (error) {
-        // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
-        const retryable = !isAllocatorError(error) || error.retryable;
-        telemetry.metric(METRIC.meshFailures, "Count", 1);
-        telemetry.error(
-          retryable
-            ? "mesh failed; its records are reported for retry"
-            : "mesh failed and a retry cannot help; its records are not retried",
-          {
-            mesh,
-            code: isAllocatorError(error) ? error.code : "UNEXPECTED",
-            retryable,
-            error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-          },
-        );
-        settings.onFailure?.(mesh, error);
-        if (retryable) failedSequences.push(...(byMesh.get(mesh) ?? []));
-      }
+  const passOne = async (mesh: string): Promise<void> => {
+    try {
+      const view = viewFor(mesh);
+      const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
+      for (const other of result.wake ?? []) woken.add(other);
+      completed.add(mesh);
+      if (result.action !== "deleted" && result.action !== "absent") itemLeft.add(mesh);
+      settings.onOutcome?.(result);
+    } catch (error) {
+      // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
+      const retryable = !isAllocatorError(error) || error.retryable;
+      telemetry.metric(METRIC.meshFailures, "Count", 1);
+      telemetry.error(
+        retryable
+          ? "mesh failed; its records are reported for retry"
+          : "mesh failed and a retry cannot help; its records are not retried",
+        {
+          mesh,
+          code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+          retryable,
+          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        },
+      );
+      settings.onFailure?.(mesh, error);
+      if (retryable) failedSequences.push(...(byMesh.get(mesh) ?? []));
     }
   };
-  const run = async (): Promise<void> => {
-    next = 0;
-    const workers = Math.min(Math.max(1, settings.concurrency), meshes.length);
-    await Promise.all(Array.from({ length: workers }, worker));
-  };
+  const run = (): Promise<void> => inPool(meshes, settings.concurrency, passOne);
   await run();
   // Meshes waiting for an address, woken because this batch freed some (no quarantine): a
   // bounded number of extra rounds. Their failures are logged, not retried (they have no
