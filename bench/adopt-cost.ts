@@ -51,7 +51,7 @@ interface Row {
 /** Tables with the state before an adoption; then the adoption through `client`, timed. */
 async function adoptOnFreshTables(n: number, client: DynamoDBClient) {
   const env = {
-    ...prefixedTableEnv(`a${n}-${randomUUID().slice(0, 6)}`),
+    ...prefixedTableEnv(`a${n}-${randomUUID().slice(0, 6)}`, { externalServices: true }),
     DYNAMODB_ENDPOINT: emulator.endpoint,
     VIP_CIDR: "240.0.0.0/4",
   };

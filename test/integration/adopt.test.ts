@@ -35,7 +35,12 @@ let worlds = 0;
 async function freshWorld(): Promise<{ world: World; env: Record<string, string> }> {
   worlds += 1;
   const prefix = `adopt${process.pid}-${worlds}`;
-  const env = { ...prefixedTableEnv(prefix), VIP_CIDR: "240.0.0.0/4", VIPS_LOCAL_DIR: dir };
+  // As `tables create` makes them locally: the optional external-services table too.
+  const env = {
+    ...prefixedTableEnv(prefix, { externalServices: true }),
+    VIP_CIDR: "240.0.0.0/4",
+    VIPS_LOCAL_DIR: dir,
+  };
   const world = await createWorld(emulator, env);
   return { world, env };
 }

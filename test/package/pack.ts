@@ -30,6 +30,9 @@ export async function packPackage(): Promise<Packed> {
   const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", dir], {
     cwd: REPO_ROOT,
     maxBuffer: 64 * 1024 * 1024,
+    // `npm test --ignore-scripts` (the CI script) passes the setting on to child npm processes,
+    // which would skip `prepack` and pack no build: a consumer's `npm pack` runs it.
+    env: { ...process.env, npm_config_ignore_scripts: "false" },
   });
   // npm prints the build's output before the JSON on stdout: the JSON is the last array.
   const json = JSON.parse(stdout.slice(stdout.lastIndexOf("\n[") + 1)) as {
