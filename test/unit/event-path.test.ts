@@ -5,62 +5,14 @@
  * address, and a pass from a deleted mesh's earlier life. Each replays one exact interleaving
  * on the in-memory ports (the Gate holds a chosen request) through the real batch step.
  */
-import type { DynamoDBRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { MeshSource } from "../../functions/store/ports.ts";
-import { resolveTableNames } from "../../functions/store/table-definitions.ts";
-import {
-  type DataplaneItem,
-  dataplane,
-  dataplaneRecord,
-  meshItem,
-  meshRecord,
-} from "../fixtures/builders.ts";
+import { dataplane, meshItem, meshRecord } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
-import { World, type WorldOptions } from "./reconcile-world.ts";
-
-const TABLES = resolveTableNames({});
-
-function indexWorld(options: WorldOptions = {}): World {
-  return new World({ mode: "index", ...options });
-}
-
-/** Runs records through the real batch step, on the world's ports (or a source standing in). */
-async function deliver(world: World, records: DynamoDBRecord[], source?: MeshSource) {
-  const ports = world.batchPorts();
-  return await processBatch(
-    { Records: records },
-    { ...ports, ...(source !== undefined ? { source } : {}) },
-    { ...world.batchSettings(), tables: TABLES, concurrency: 4, serviceSet: "index" },
-  );
-}
-
-/** Writes the dataplane to the tables and returns its stream record (old image if given). */
-function put(world: World, item: DataplaneItem, old?: DataplaneItem): DynamoDBRecord {
-  world.source.putDataplane(item);
-  return dataplaneRecord(TABLES.dataplanes, {
-    newImage: item,
-    ...(old !== undefined ? { oldImage: old } : {}),
-  });
-}
-
-function remove(world: World, item: DataplaneItem): DynamoDBRecord {
-  world.source.deleteDataplane(item.mesh, item.name);
-  return dataplaneRecord(TABLES.dataplanes, { oldImage: item });
-}
-
-function createMesh(world: World, mesh: string): DynamoDBRecord {
-  world.source.putMesh(mesh);
-  return meshRecord(TABLES.meshes, mesh);
-}
-
-function deleteMesh(world: World, mesh: string): DynamoDBRecord {
-  world.source.deleteMesh(mesh);
-  return meshRecord(TABLES.meshes, mesh, { oldImage: meshItem(mesh) });
-}
+import { createMesh, deleteMesh, deliver, indexWorld, put, remove, TABLES } from "./batch-world.ts";
+import type { World } from "./reconcile-world.ts";
 
 function violations(world: World): string[] {
   return world.violations();

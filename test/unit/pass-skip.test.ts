@@ -3,52 +3,12 @@
  * that changes no service set reads, and the orderings the skip must get right (a crash
  * between the index update and the pass, two first instances of a new service at once).
  */
-import type { DynamoDBRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import { resolveTableNames } from "../../functions/store/table-definitions.ts";
-import {
-  type DataplaneItem,
-  dataplane,
-  dataplaneRecord,
-  meshRecord,
-} from "../fixtures/builders.ts";
+import { type DataplaneItem, dataplane } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
-import { World, type WorldOptions } from "./reconcile-world.ts";
-
-const TABLES = resolveTableNames({});
-
-function indexWorld(options: WorldOptions = {}): World {
-  return new World({ mode: "index", ...options });
-}
-
-async function deliver(world: World, records: DynamoDBRecord[]) {
-  return await processBatch({ Records: records }, world.batchPorts(), {
-    ...world.batchSettings(),
-    tables: TABLES,
-    concurrency: 4,
-    serviceSet: "index",
-  });
-}
-
-function put(world: World, item: DataplaneItem, old?: DataplaneItem): DynamoDBRecord {
-  world.source.putDataplane(item);
-  return dataplaneRecord(TABLES.dataplanes, {
-    newImage: item,
-    ...(old !== undefined ? { oldImage: old } : {}),
-  });
-}
-
-function remove(world: World, item: DataplaneItem): DynamoDBRecord {
-  world.source.deleteDataplane(item.mesh, item.name);
-  return dataplaneRecord(TABLES.dataplanes, { oldImage: item });
-}
-
-function createMesh(world: World, mesh: string): DynamoDBRecord {
-  world.source.putMesh(mesh);
-  return meshRecord(TABLES.meshes, mesh);
-}
+import { createMesh, deliver, indexWorld, put, remove } from "./batch-world.ts";
+import type { World } from "./reconcile-world.ts";
 
 function itemReads(world: World): number {
   return world.vipItems.requests.filter((operation) => operation === "vips.get").length;
