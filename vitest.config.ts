@@ -1,12 +1,12 @@
 import { spawnSync } from "node:child_process";
 import { defineConfig } from "vitest/config";
-import { javaCommand } from "./functions/local/dynamodb-local.ts";
+import { javaCommand } from "./tools/local/dynamodb-local.ts";
 
 /**
  * Three projects: the tests that need no DynamoDB run once ("unit"); the ones that start a local
  * engine (the integration tests with the store contract suite, the chaos seeds on an engine,
  * the cost meter) run twice, on DynamoDB Local and on moto_server, chosen by VIPS_EMULATOR
- * (functions/local/emulator.ts). Without Java the DynamoDB Local project is left out, with a
+ * (tools/local/emulator.ts). Without Java the DynamoDB Local project is left out, with a
  * line saying so (scripts/setup.mjs says it too).
  */
 const ON_AN_ENGINE = [
@@ -48,7 +48,7 @@ export default defineConfig({
   test: {
     testTimeout: 60_000,
     // Starting an engine (a JVM, a Python process) on a loaded machine can take a while; the
-    // start-up itself gives up after 90 s (functions/local/emulator-process.ts).
+    // start-up itself gives up after 90 s (tools/local/emulator-process.ts).
     hookTimeout: 120_000,
     pool: "forks",
     maxWorkers: 2,

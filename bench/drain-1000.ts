@@ -11,14 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { VipPool } from "../functions/domain/pool.ts";
-import { clientConfig } from "../functions/local/aws-clients.ts";
-import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
+import { clientConfig } from "../tools/local/aws-clients.ts";
+import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 
 const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);
@@ -68,7 +68,7 @@ try {
     (resolveRun) => {
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", "functions/cli/main.ts", "drain", "--endpoint", emulator.endpoint],
+        ["--import", "tsx", "tools/cli/main.ts", "drain", "--endpoint", emulator.endpoint],
         { env: { ...process.env, VIPS_LOCAL_DIR: localDir } },
       );
       let stdout = "";

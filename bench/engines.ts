@@ -1,7 +1,7 @@
 /**
  * The two local engines side by side (not a test): for DynamoDB Local and moto_server, in one
  * run, on this machine,
- * - start-up: from spawning the engine to its first answered ListTables (functions/local/
+ * - start-up: from spawning the engine to its first answered ListTables (tools/local/
  *   emulator-process.ts), RUNS times each;
  * - the demo: `vips demo --once` (what `npm start` runs, without the watch) as a separate
  *   process, from spawn to exit, and its drain alone (from the "seeded" line to the
@@ -15,7 +15,7 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
-import { type EmulatorEngine, ENGINE_LABELS, ENGINE_NAMES } from "../functions/local/emulator.ts";
+import { type EmulatorEngine, ENGINE_LABELS, ENGINE_NAMES } from "../tools/local/emulator.ts";
 
 const RUNS = Number(process.argv[2] ?? 3);
 const ENGINES: EmulatorEngine[] = ["dynamodb-local", "moto"];
@@ -67,7 +67,7 @@ const median = (values: number[]): number => {
 };
 
 const START_PROBE = `
-import { startEmulator } from "./functions/local/emulator.ts";
+import { startEmulator } from "./tools/local/emulator.ts";
 const t0 = performance.now();
 const engine = await startEmulator();
 const ms = performance.now() - t0;
@@ -95,7 +95,7 @@ for (const engine of ENGINES) {
     startMs.push(Number(probe.stdout.trim()));
   }
   console.error(`${ENGINE_NAMES[engine]}: demo ...`);
-  const demo = check(await run(engine, ["functions/cli/main.ts", "demo", "--once"]), "demo");
+  const demo = check(await run(engine, ["tools/cli/main.ts", "demo", "--once"]), "demo");
   const seeded = demo.lines.find((line) => line.text.startsWith("seeded "))?.at ?? Number.NaN;
   const processed = demo.lines.find((line) => line.text.startsWith("processed "))?.at ?? Number.NaN;
   console.error(`${ENGINE_NAMES[engine]}: drain of 1,000 dataplanes ...`);

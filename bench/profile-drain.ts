@@ -9,11 +9,11 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import type { Telemetry } from "../functions/allocator/telemetry.ts";
-import { clientConfig } from "../functions/local/aws-clients.ts";
-import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
-import { StreamPoller } from "../functions/local/poller.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
+import { clientConfig } from "../tools/local/aws-clients.ts";
+import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
+import { StreamPoller } from "../tools/local/poller.ts";
 
 const dataplaneCount = Number(process.argv[2] ?? 1000);
 const meshCount = Number(process.argv[3] ?? 10);

@@ -26,7 +26,6 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { recordOf } from "../functions/domain/records.ts";
 import type { VipItem } from "../functions/domain/types.ts";
-import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { meshViewOf } from "../functions/reader/snapshot.ts";
 import { VipReader } from "../functions/reader/vip-reader.ts";
 import { createTables } from "../functions/store/create-tables.ts";
@@ -34,6 +33,7 @@ import { DocumentClient } from "../functions/store/document-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { seededRandom as random } from "../test/fixtures/in-memory-ports.ts";
+import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { itemSize } from "./capacity-units.ts";
 import { CostMeter } from "./cost-meter.ts";
 import { type LoadResult, load } from "./dns-load.ts";
@@ -303,7 +303,7 @@ async function main(): Promise<void> {
     // 2. The DNS responder, as `vips dns` runs it.
     dns = spawn(
       process.execPath,
-      ["--import", "tsx", "functions/cli/main.ts", "dns", "--port", "0", "--interval", "5"],
+      ["--import", "tsx", "tools/cli/main.ts", "dns", "--port", "0", "--interval", "5"],
       {
         env: {
           ...process.env,

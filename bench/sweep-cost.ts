@@ -20,12 +20,12 @@ import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts
 import { dynamoPorts } from "../functions/allocator/runtime.ts";
 import { sweep } from "../functions/allocator/sweep/sweep.ts";
 import type { SweepSettings } from "../functions/allocator/sweep/types.ts";
-import { clientConfig } from "../functions/local/aws-clients.ts";
-import { ENGINE_LABELS, startEmulator } from "../functions/local/emulator.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
+import { clientConfig } from "../tools/local/aws-clients.ts";
+import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { CostMeter } from "./cost-meter.ts";
 import { kubernetesDataplane } from "./kubernetes-dataplane.ts";
 

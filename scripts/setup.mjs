@@ -17,7 +17,7 @@ const say = (line) => process.stderr.write(`[setup] ${line}\n`);
 
 // The Lambda runtime is Node 24 (infra/allocator-bundling.ts); the AWS SDK's releases after
 // January 2027 need Node 22. One line here instead of the SDK's warning stack on every command
-// (the CLI and the tests silence that warning, see functions/cli/context.ts, vitest.config.ts).
+// (the CLI and the tests silence that warning, see tools/cli/context.ts, vitest.config.ts).
 function checkNodeVersion() {
   const major = Number(process.versions.node.split(".")[0]);
   if (major >= 22) return;
@@ -40,8 +40,8 @@ function ensureNodeModules() {
   writeFileSync(stamp, want);
 }
 
-// The local emulator runs as `$PYTHON functions/local/moto_serial_server.py` (see
-// functions/local/moto.ts), so what it needs is moto importable by that interpreter.
+// The local emulator runs as `$PYTHON tools/local/moto_serial_server.py` (see
+// tools/local/moto.ts), so what it needs is moto importable by that interpreter.
 function ensureMoto() {
   const python = process.env.PYTHON ?? "python3";
   const probe = spawnSync(python, ["-c", "import moto.server"], { stdio: "ignore" });
@@ -58,7 +58,7 @@ function ensureMoto() {
 
 checkNodeVersion();
 // DynamoDB Local comes with the npm packages (amplify-dynamodb-simulator); it needs Java. Without
-// it everything runs on moto_server alone (functions/local/emulator.ts, vitest.config.ts).
+// it everything runs on moto_server alone (tools/local/emulator.ts, vitest.config.ts).
 function checkJava() {
   const java = process.env.JAVA_HOME ? join(process.env.JAVA_HOME, "bin", "java") : "java";
   const probe = spawnSync(java, ["-version"], { stdio: "ignore" });

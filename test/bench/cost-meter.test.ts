@@ -17,8 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { itemSize, readUnits, valueSize, writeUnits } from "../../bench/capacity-units.ts";
 import { CostMeter } from "../../bench/cost-meter.ts";
 import { renderChart } from "../../bench/svg-chart.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 
 describe("item sizes and units", () => {

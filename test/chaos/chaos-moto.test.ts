@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import { runChaos } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";

@@ -5,7 +5,7 @@
  * for each failing seed, its operations and what failed. Exit 1 on a failure.
  */
 import { parseArgs } from "node:util";
-import { ENGINE_NAMES, startEmulator } from "../../functions/local/emulator.ts";
+import { ENGINE_NAMES, startEmulator } from "../../tools/local/emulator.ts";
 import { type ChaosResult, failed, runChaos, summarize } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";
 

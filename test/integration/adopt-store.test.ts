@@ -5,11 +5,11 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinMesh } from "../../functions/allocator/pass/memberships.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
 import type { ClaimStore } from "../../functions/store/ports.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import { InMemoryClaimStore, sequentialIds } from "../fixtures/in-memory-ports.ts";
 

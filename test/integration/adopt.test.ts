@@ -3,12 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { paginateScan } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../functions/cli/main.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeAddress, decodeService } from "../../functions/store/claim-items.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
+import { main } from "../../tools/cli/main.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 
@@ -50,7 +50,7 @@ async function vips(env: Record<string, string>, args: string[]) {
   const lines: string[] = [];
   const notes: string[] = [];
   const out = { line: (t: string) => lines.push(t), note: (t: string) => notes.push(t) };
-  const { explain } = await import("../../functions/cli/main.ts");
+  const { explain } = await import("../../tools/cli/main.ts");
   try {
     const code = await main([...args, "--endpoint", emulator.endpoint], { ...env }, out);
     return { code, stdout: lines.join("\n"), stderr: notes.join("\n") };

@@ -15,8 +15,6 @@ import type { DynamoDBBatchResponse } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SweepSummary } from "../../functions/allocator/sweep-handler.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../../functions/allocator/telemetry-names.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
-import { StreamPoller } from "../../functions/local/poller.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import {
@@ -25,6 +23,8 @@ import {
   type TableNames,
 } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import { StreamPoller } from "../../tools/local/poller.ts";
 import { buildAllocatorBundle } from "../fixtures/allocator-bundle.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { startTestEngine } from "../fixtures/engine.ts";

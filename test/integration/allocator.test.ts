@@ -1,7 +1,7 @@
 import type { DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import {
   createWorld,
   dataplane,

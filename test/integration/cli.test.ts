@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
-import { freeLoopbackPort } from "../../functions/local/emulator-process.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import { freeLoopbackPort } from "../../tools/local/emulator-process.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import { CliRunner, type Run } from "./cli-runner.ts";
 

@@ -7,7 +7,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import {
   createWorld,
   dataplane,

@@ -7,9 +7,9 @@ import { DeleteCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import { hostEntry, splitHosts } from "../../functions/domain/hosts.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { EXTERNAL_SERVICES_TABLE } from "../../functions/store/table-definitions.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { externalService } from "../fixtures/builders.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import {

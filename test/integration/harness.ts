@@ -9,12 +9,12 @@ import {
 } from "../../functions/allocator/stream-handler.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
-import { type DrainReport, StreamPoller } from "../../functions/local/poller.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { prefixedTableEnv, type TableNames } from "../../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../../functions/store/vip-item-codec.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import { type DrainReport, StreamPoller } from "../../tools/local/poller.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../fixtures/invariants.ts";
 import { checkVipWrites } from "../fixtures/vip-item-schema.ts";

@@ -11,11 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { recomputeMesh } from "../../functions/allocator/membership-index/recompute.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import {
   createWorld,
   dataplane,

@@ -4,8 +4,8 @@
  * over.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { demoData } from "../../functions/cli/demo-data.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
+import { demoData } from "../../tools/cli/demo-data.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { createWorld, expectInvariants, startEmulator, type World } from "./harness.ts";
 
 let emulator: LocalEmulator;

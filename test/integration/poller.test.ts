@@ -10,21 +10,21 @@ import {
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/event-source-settings.ts";
-import { clientConfig } from "../../functions/local/aws-clients.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
-import {
-  type BatchInfo,
-  type FailureRecord,
-  StreamPoller,
-  StreamPollerError,
-  type StreamPollerOptions,
-} from "../../functions/local/poller.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import {
   prefixedTableEnv,
   resolveTableNames,
   type TableNames,
 } from "../../functions/store/table-definitions.ts";
+import { clientConfig } from "../../tools/local/aws-clients.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import {
+  type BatchInfo,
+  type FailureRecord,
+  StreamPoller,
+  StreamPollerError,
+  type StreamPollerOptions,
+} from "../../tools/local/poller.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 
 let emulator: LocalEmulator;

@@ -13,9 +13,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VipItem } from "../../functions/domain/types.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 
 const run = promisify(execFile);

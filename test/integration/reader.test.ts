@@ -18,7 +18,6 @@ import {
 import dnsPacket from "dns-packet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordOf } from "../../functions/domain/records.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import {
   DnsResponder,
   diffStreamRecord,
@@ -31,6 +30,7 @@ import {
 } from "../../functions/reader/index.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 

@@ -8,7 +8,6 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinMesh, leaveMesh } from "../../functions/allocator/pass/memberships.ts";
 import type { Membership, VipItem } from "../../functions/domain/types.ts";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
@@ -23,6 +22,7 @@ import type {
   SweepState,
   VipItemStore,
 } from "../../functions/store/ports.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import {
   InMemoryClaimStore,

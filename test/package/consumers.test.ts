@@ -9,9 +9,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { App, Stack } from "aws-cdk-lib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import { VipAllocator } from "../../infra/vip-allocator.ts";
 import { backfillHandlerCode } from "../../infra/vip-allocator-backfill.ts";
+import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { createWorld, dataplane, startEmulator, type World } from "../integration/harness.ts";
 import { type Packed, packPackage, REPO_ROOT, type Scratch, scratchProject } from "./pack.ts";
 

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseAdoptFile } from "../../functions/cli/adopt-input.ts";
 import { AdoptInputError } from "../../functions/domain/adopt-entries.ts";
+import { parseAdoptFile } from "../../tools/cli/adopt-input.ts";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "adopt");
 const fixture = (name: string) => readFileSync(join(FIXTURES, name), "utf8");

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { parseAdoptFile } from "../../functions/cli/adopt-input.ts";
 import type { AdoptEntry } from "../../functions/domain/adopt-entries.ts";
 import { alreadyAdopted, planAdoption } from "../../functions/domain/adopt-plan.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
+import { parseAdoptFile } from "../../tools/cli/adopt-input.ts";
 
 const pool = VipPool.parse("240.0.0.0/4");
 const empty = { services: new Map<string, string>(), addresses: new Map<string, string>() };

@@ -29,10 +29,10 @@ function importsOf(dir: string): Array<{ file: string; specifier: string }> {
   return found;
 }
 
-/** The import cycles among the files under `dir`, each as the files along it. */
-function cyclesIn(dir: string): string[][] {
+/** The import cycles among the files under `dirs`, each as the files along it. */
+function cyclesIn(...dirs: string[]): string[][] {
   const edges = new Map<string, string[]>();
-  for (const { file, specifier } of importsOf(dir)) {
+  for (const { file, specifier } of dirs.flatMap(importsOf)) {
     if (!specifier.startsWith(".")) continue;
     const target = normalize(join(dirname(file), specifier)).replaceAll("\\", "/");
     edges.set(file, [...(edges.get(file) ?? []), target]);
@@ -84,15 +84,27 @@ describe("architecture", () => {
     expect(forbidden).toEqual([]);
   });
 
-  it("has no import cycle in functions/ (type-only imports count)", () => {
+  it("has no import cycle in functions/ and tools/ (type-only imports count)", () => {
     expect(sourcesOf("functions").length).toBeGreaterThan(50);
-    expect(cyclesIn("functions")).toEqual([]);
+    expect(sourcesOf("tools").length).toBeGreaterThan(10);
+    expect(cyclesIn("functions", "tools")).toEqual([]);
   });
 
-  it("keeps every source file under functions/, infra/ and bench/ at 400 lines or fewer", () => {
+  it("keeps the shipped code (functions/, infra/) free of the tools (the CLI and the local runtime)", () => {
+    const imports = [...importsOf("functions"), ...importsOf("infra")];
+
+    const intoTools = imports.filter(({ file, specifier }) =>
+      normalize(join(dirname(file), specifier)).replaceAll("\\", "/").startsWith("tools/"),
+    );
+
+    expect(imports.length).toBeGreaterThan(100);
+    expect(intoTools).toEqual([]);
+  });
+
+  it("keeps every source file under functions/, tools/, infra/ and bench/ at 400 lines or fewer", () => {
     const lines = (file: string): number =>
       readFileSync(join(root, file), "utf8").replace(/\n$/, "").split("\n").length;
-    const files = ["functions", "infra", "bench"].flatMap(sourcesOf);
+    const files = ["functions", "tools", "infra", "bench"].flatMap(sourcesOf);
 
     const over = files.filter((file) => lines(file) > MAX_LINES).map((f) => `${f}: ${lines(f)}`);
 

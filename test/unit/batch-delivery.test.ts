@@ -7,7 +7,7 @@ import {
   type DeliverySettings,
   deliverBatch,
   interpretResponse,
-} from "../../functions/local/batch-delivery.ts";
+} from "../../tools/local/batch-delivery.ts";
 
 /** A record with sequence number `seq`, created at `createdMs` (default: now, never too old). */
 function entry(seq: number, createdMs = 1_000_000): BatchEntry {

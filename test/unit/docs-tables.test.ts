@@ -13,8 +13,8 @@ import { join, relative } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { SETTINGS } from "../../functions/allocator/config.ts";
-import { COMMANDS } from "../../functions/cli/command-table.ts";
 import { ALL_TABLES, OPTIONAL_TABLES } from "../../functions/store/table-definitions.ts";
+import { COMMANDS } from "../../tools/cli/command-table.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const read = (path: string): string => readFileSync(join(ROOT, path), "utf8");

@@ -7,7 +7,6 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { readFailureFile } from "../../functions/cli/commands/failures.ts";
 import { parseAddress } from "../../functions/domain/external-service.ts";
 import { hostEntry, isIpLiteral } from "../../functions/domain/hosts.ts";
 import { recordOf } from "../../functions/domain/records.ts";
@@ -24,6 +23,7 @@ import {
   decodeVipItem,
   encodeVipItem,
 } from "../../functions/store/vip-item-codec.ts";
+import { readFailureFile } from "../../tools/cli/commands/failures.ts";
 
 function item(mesh: string, vips: Record<string, string>, extra: Partial<VipItem> = {}): VipItem {
   return {

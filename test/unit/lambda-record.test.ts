@@ -1,6 +1,6 @@
 import type { AttributeValue as StreamsAttributeValue } from "@aws-sdk/client-dynamodb-streams";
 import { describe, expect, it } from "vitest";
-import { toLambdaAttributeValue } from "../../functions/local/poller.ts";
+import { toLambdaAttributeValue } from "../../tools/local/poller.ts";
 
 describe("toLambdaAttributeValue", () => {
   it("reads a bare string (moto's form of a map entry under the empty key) as a string", () => {

@@ -1,8 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import dnsPacket from "dns-packet";
 import { describe, expect, it, vi } from "vitest";
-import { digHint } from "../../functions/cli/commands/demo.ts";
-import { checkTtl } from "../../functions/cli/commands/dns.ts";
 import { emptyRecord, recordOf } from "../../functions/domain/records.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import {
@@ -26,6 +24,8 @@ import {
 } from "../../functions/reader/index.ts";
 import { toAttributeMap } from "../../functions/store/attribute-values.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
+import { digHint } from "../../tools/cli/commands/demo.ts";
+import { checkTtl } from "../../tools/cli/commands/dns.ts";
 import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
 
 function item(mesh: string, vips: Iterable<readonly [string, string]>, version = 1): VipItem {

@@ -6,7 +6,7 @@ import {
   GetShardIteratorCommand,
 } from "@aws-sdk/client-dynamodb-streams";
 import { describe, expect, it } from "vitest";
-import { ShardReader, type ShardState } from "../../functions/local/shard-reader.ts";
+import { ShardReader, type ShardState } from "../../tools/local/shard-reader.ts";
 
 const STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/t-dataplanes/stream/L";
 

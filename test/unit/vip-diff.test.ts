@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { diffVipItems, formatChange } from "../../functions/cli/vip-diff.ts";
 import { recordOf } from "../../functions/domain/records.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
+import { diffVipItems, formatChange } from "../../tools/cli/vip-diff.ts";
 
 const item = (
   version: number,

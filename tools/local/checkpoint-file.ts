@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { tableNameFromArn } from "../store/stream-records.ts";
+import { tableNameFromArn } from "../../functions/store/stream-records.ts";
 
 /** streamArn -> shardId -> last processed sequence number. */
 export type CheckpointMap = Record<string, Record<string, string>>;

@@ -15,8 +15,8 @@ import {
   TrimmedDataAccessException,
 } from "@aws-sdk/client-dynamodb-streams";
 import type { DynamoDBRecord } from "aws-lambda";
-import type { InputIssue } from "../domain/errors.ts";
-import { tableNameFromArn } from "../store/stream-records.ts";
+import type { InputIssue } from "../../functions/domain/errors.ts";
+import { tableNameFromArn } from "../../functions/store/stream-records.ts";
 import { type BatchEntry, describeError } from "./batch-delivery.ts";
 import { toLambdaRecord } from "./lambda-event.ts";
 

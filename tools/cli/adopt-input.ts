@@ -6,9 +6,9 @@ import {
   canonicalAddress,
   meshOfConfigName,
   type ParsedAdoptFile,
-} from "../domain/adopt-entries.ts";
-import { decodeKumaConfig, isTagFirst } from "../domain/kuma-config.ts";
-import { isValidServiceName } from "../domain/service-set.ts";
+} from "../../functions/domain/adopt-entries.ts";
+import { decodeKumaConfig, isTagFirst } from "../../functions/domain/kuma-config.ts";
+import { isValidServiceName } from "../../functions/domain/service-set.ts";
 
 /**
  * Reads the text of one file given to `vips adopt` (no I/O here: the caller reads the file).

@@ -1,7 +1,7 @@
-import { emptyRecord, own } from "../domain/records.ts";
-import type { VipItem } from "../domain/types.ts";
-import { diffMesh, type MeshDiff } from "../reader/diff.ts";
-import type { MeshView } from "../reader/snapshot.ts";
+import { emptyRecord, own } from "../../functions/domain/records.ts";
+import type { VipItem } from "../../functions/domain/types.ts";
+import { diffMesh, type MeshDiff } from "../../functions/reader/diff.ts";
+import type { MeshView } from "../../functions/reader/snapshot.ts";
 
 /**
  * What changed in one mesh's VIP item between two reads: the reader's {@link MeshDiff} (`added`:

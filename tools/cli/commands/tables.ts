@@ -1,4 +1,4 @@
-import { createTables } from "../../store/create-tables.ts";
+import { createTables } from "../../../functions/store/create-tables.ts";
 import type { CliContext } from "../context.ts";
 
 /** `tables create`: every table from the one definition module; idempotent. */

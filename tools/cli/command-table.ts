@@ -3,7 +3,7 @@
  * `main.ts` parses a command line against this list and prints it as `--help`; the command
  * table of `docs/contract.md` is checked against it (test/unit/docs-tables.test.ts).
  */
-import type { AllocatorConfig } from "../allocator/config.ts";
+import type { AllocatorConfig } from "../../functions/allocator/config.ts";
 import { adoptCommand } from "./commands/adopt.ts";
 import { type DnsFlags, dnsCommand, resolveCommand } from "./commands/dns.ts";
 import { drainCommand } from "./commands/drain.ts";

@@ -1,4 +1,4 @@
-import type { AllocatorConfig } from "../../allocator/config.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
 import type { DrainReport } from "../../local/poller.ts";
 import { allocatorPoller, type CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";

@@ -1,10 +1,15 @@
-import type { AllocatorConfig } from "../../allocator/config.ts";
-import { summarizeDiff } from "../../reader/diff.ts";
-import { NameTable, normalizeDomain, reverseName } from "../../reader/dns-names.ts";
-import { VipReaderError } from "../../reader/errors.ts";
-import { checkDnsTtl, type DnsServer, DnsTtlError, serveDns } from "../../reader/serve-dns.ts";
-import { canonicalVip, type MalformedItem } from "../../reader/snapshot.ts";
-import { VipReader } from "../../reader/vip-reader.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import { summarizeDiff } from "../../../functions/reader/diff.ts";
+import { NameTable, normalizeDomain, reverseName } from "../../../functions/reader/dns-names.ts";
+import { VipReaderError } from "../../../functions/reader/errors.ts";
+import {
+  checkDnsTtl,
+  type DnsServer,
+  DnsTtlError,
+  serveDns,
+} from "../../../functions/reader/serve-dns.ts";
+import { canonicalVip, type MalformedItem } from "../../../functions/reader/snapshot.ts";
+import { VipReader } from "../../../functions/reader/vip-reader.ts";
 import type { CliContext, Output } from "../context.ts";
 import { CommandFailedError, type ExitCode, UsageError } from "../errors.ts";
 import { untilSignal } from "./watch.ts";

@@ -1,10 +1,18 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { AllocatorConfig } from "../../allocator/config.ts";
-import { createRuntime } from "../../allocator/runtime.ts";
-import { type AdoptEntry, AdoptInputError, type AdoptNote } from "../../domain/adopt-entries.ts";
-import { type AdoptPlan, alreadyAdopted, planAdoption } from "../../domain/adopt-plan.ts";
-import { recordOf } from "../../domain/records.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import { createRuntime } from "../../../functions/allocator/runtime.ts";
+import {
+  type AdoptEntry,
+  AdoptInputError,
+  type AdoptNote,
+} from "../../../functions/domain/adopt-entries.ts";
+import {
+  type AdoptPlan,
+  alreadyAdopted,
+  planAdoption,
+} from "../../../functions/domain/adopt-plan.ts";
+import { recordOf } from "../../../functions/domain/records.ts";
 import { parseAdoptFile } from "../adopt-input.ts";
 import { type AdoptionResult, applyAdoption, readAdoptState } from "../adoption.ts";
 import type { CliContext } from "../context.ts";

@@ -1,9 +1,9 @@
 import { paginateScan } from "@aws-sdk/client-dynamodb";
-import type { VipPool } from "../../domain/pool.ts";
-import type { VipItem } from "../../domain/types.ts";
-import { toPlain } from "../../store/attribute-values.ts";
-import { DocumentClient } from "../../store/document-client.ts";
-import { decodeVipItem } from "../../store/vip-item-codec.ts";
+import type { VipPool } from "../../../functions/domain/pool.ts";
+import type { VipItem } from "../../../functions/domain/types.ts";
+import { toPlain } from "../../../functions/store/attribute-values.ts";
+import { DocumentClient } from "../../../functions/store/document-client.ts";
+import { decodeVipItem } from "../../../functions/store/vip-item-codec.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 

@@ -1,5 +1,6 @@
-import { loadConfig } from "../../allocator/config.ts";
-import type { VipItem } from "../../domain/types.ts";
+import { loadConfig } from "../../../functions/allocator/config.ts";
+import type { VipItem } from "../../../functions/domain/types.ts";
+import { createTables } from "../../../functions/store/create-tables.ts";
 import {
   chooseEngine,
   EmulatorUnavailableError,
@@ -8,7 +9,6 @@ import {
   startEmulator,
 } from "../../local/emulator.ts";
 import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
-import { createTables } from "../../store/create-tables.ts";
 import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
 import { demoData } from "../demo-data.ts";
 import { CliError, type ExitCode } from "../errors.ts";
@@ -79,7 +79,7 @@ function progressReporter(out: Output, total: number): (info: BatchInfo) => void
 
 /**
  * `demo` (what `npm start` runs): a local DynamoDB engine (unless --endpoint; which one:
- * VIPS_EMULATOR, see functions/local/emulator.ts), tables, a seeded demo, the
+ * VIPS_EMULATOR, see tools/local/emulator.ts), tables, a seeded demo, the
  * backlog drained with progress, a per-mesh summary, then live changes until Ctrl-C (or exit
  * right after the summary with --once).
  */

@@ -1,6 +1,6 @@
-import { configName } from "../../domain/adopt-entries.ts";
-import { recordOf } from "../../domain/records.ts";
-import { compareServices } from "../../domain/service-set.ts";
+import { configName } from "../../../functions/domain/adopt-entries.ts";
+import { recordOf } from "../../../functions/domain/records.ts";
+import { compareServices } from "../../../functions/domain/service-set.ts";
 import type { CliContext } from "../context.ts";
 import { type ExitCode, UsageError } from "../errors.ts";
 import { scanVipItems } from "./vips.ts";

@@ -1,9 +1,9 @@
-import { sweep } from "../allocator/sweep/sweep.ts";
-import type { SweepPorts, SweepSettings } from "../allocator/sweep/types.ts";
-import type { AdoptEntry } from "../domain/adopt-entries.ts";
-import type { AdoptPlan, AdoptState } from "../domain/adopt-plan.ts";
-import type { VipPool } from "../domain/pool.ts";
-import { own } from "../domain/records.ts";
+import { sweep } from "../../functions/allocator/sweep/sweep.ts";
+import type { SweepPorts, SweepSettings } from "../../functions/allocator/sweep/types.ts";
+import type { AdoptEntry } from "../../functions/domain/adopt-entries.ts";
+import type { AdoptPlan, AdoptState } from "../../functions/domain/adopt-plan.ts";
+import type { VipPool } from "../../functions/domain/pool.ts";
+import { own } from "../../functions/domain/records.ts";
 
 /**
  * `vips adopt` against the tables: the state read before planning, then the plan applied. Each

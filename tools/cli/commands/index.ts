@@ -1,8 +1,11 @@
-import { rebuildIndex } from "../../allocator/membership-index/rebuild.ts";
-import { type MeshComparison, recomputeMesh } from "../../allocator/membership-index/recompute.ts";
-import { DynamoMembershipIndex } from "../../store/dynamo-membership-index.ts";
-import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
-import { DynamoVipItemStore } from "../../store/dynamo-vip-item-store.ts";
+import { rebuildIndex } from "../../../functions/allocator/membership-index/rebuild.ts";
+import {
+  type MeshComparison,
+  recomputeMesh,
+} from "../../../functions/allocator/membership-index/recompute.ts";
+import { DynamoMembershipIndex } from "../../../functions/store/dynamo-membership-index.ts";
+import { DynamoMeshSource } from "../../../functions/store/dynamo-mesh-source.ts";
+import { DynamoVipItemStore } from "../../../functions/store/dynamo-vip-item-store.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 import { scanTable } from "./vips.ts";

@@ -1,8 +1,14 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoDBClient, ResourceNotFoundException } from "@aws-sdk/client-dynamodb";
-import type { AllocatorConfig } from "../allocator/config.ts";
-import { createStreamHandler } from "../allocator/stream-handler.ts";
+import type { AllocatorConfig } from "../../functions/allocator/config.ts";
+import { createStreamHandler } from "../../functions/allocator/stream-handler.ts";
+import { DocumentClient } from "../../functions/store/document-client.ts";
+import {
+  EXTERNAL_SERVICES_TABLE,
+  resolveTableNames,
+  type TableNames,
+} from "../../functions/store/table-definitions.ts";
 import {
   clientConfig,
   EMULATOR_CREDENTIALS,
@@ -11,17 +17,11 @@ import {
 } from "../local/aws-clients.ts";
 import { EmulatorUnavailableError, waitUntilAnswering } from "../local/emulator-process.ts";
 import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
-import { DocumentClient } from "../store/document-client.ts";
-import {
-  EXTERNAL_SERVICES_TABLE,
-  resolveTableNames,
-  type TableNames,
-} from "../store/table-definitions.ts";
 import { CliError, CommandFailedError, UsageError } from "./errors.ts";
 
 type Env = Record<string, string | undefined>;
 
-/** The project root (functions/cli/ -> ../..), where `.local/` lives. */
+/** The project root (tools/cli/ -> ../..), where `.local/` lives. */
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 /** How long `--endpoint` gets to answer before the CLI gives up with exit code 2. */

@@ -12,13 +12,17 @@ import {
   SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { AttributeValue } from "aws-lambda";
-import type { AllocatorConfig } from "../../allocator/config.ts";
-import { contributionsOf, type DataplaneKey, dataplaneId } from "../../domain/contributions.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import {
+  contributionsOf,
+  type DataplaneKey,
+  dataplaneId,
+} from "../../../functions/domain/contributions.ts";
+import { DynamoMembershipIndex } from "../../../functions/store/dynamo-membership-index.ts";
+import { DynamoMeshSource } from "../../../functions/store/dynamo-mesh-source.ts";
+import { parseStreamArn } from "../../../functions/store/stream-arn.ts";
+import { compareSequenceNumbers } from "../../../functions/store/stream-records.ts";
 import { clientConfig } from "../../local/aws-clients.ts";
-import { DynamoMembershipIndex } from "../../store/dynamo-membership-index.ts";
-import { DynamoMeshSource } from "../../store/dynamo-mesh-source.ts";
-import { parseStreamArn } from "../../store/stream-arn.ts";
-import { compareSequenceNumbers } from "../../store/stream-records.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";
 import { runSweep } from "./reconcile.ts";

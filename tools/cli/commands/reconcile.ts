@@ -1,9 +1,9 @@
-import type { AllocatorConfig } from "../../allocator/config.ts";
-import { createRuntime } from "../../allocator/runtime.ts";
-import { sweep } from "../../allocator/sweep/sweep.ts";
-import type { Repair, SweepResult } from "../../allocator/sweep/types.ts";
-import { summarize } from "../../allocator/sweep-handler.ts";
-import type { Telemetry } from "../../allocator/telemetry.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import { createRuntime } from "../../../functions/allocator/runtime.ts";
+import { sweep } from "../../../functions/allocator/sweep/sweep.ts";
+import type { Repair, SweepResult } from "../../../functions/allocator/sweep/types.ts";
+import { summarize } from "../../../functions/allocator/sweep-handler.ts";
+import type { Telemetry } from "../../../functions/allocator/telemetry.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";
 

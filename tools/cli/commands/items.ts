@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { readExternalService } from "../../domain/external-service.ts";
+import { readExternalService } from "../../../functions/domain/external-service.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError } from "../errors.ts";
 import {

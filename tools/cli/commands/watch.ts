@@ -1,5 +1,5 @@
-import type { AllocatorConfig } from "../../allocator/config.ts";
-import type { VipItem } from "../../domain/types.ts";
+import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import type { VipItem } from "../../../functions/domain/types.ts";
 import type { BatchInfo } from "../../local/poller.ts";
 import { allocatorPoller, type CliContext } from "../context.ts";
 import { diffVipItems, formatChange, type MeshChange } from "../vip-diff.ts";

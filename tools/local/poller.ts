@@ -1,8 +1,8 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBStreamsClient } from "@aws-sdk/client-dynamodb-streams";
-import type { StreamHandler } from "../allocator/stream-handler.ts";
-import { decodeRecord } from "../store/stream-records.ts";
-import type { TableNames } from "../store/table-definitions.ts";
+import type { StreamHandler } from "../../functions/allocator/stream-handler.ts";
+import { decodeRecord } from "../../functions/store/stream-records.ts";
+import type { TableNames } from "../../functions/store/table-definitions.ts";
 import { clientConfig } from "./aws-clients.ts";
 import { type BatchEntry, deliverBatch, describeError, type GaveUp } from "./batch-delivery.ts";
 import { Checkpoints } from "./checkpoint-file.ts";

@@ -6,8 +6,8 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { type AllocatorConfig, loadConfig } from "../allocator/config.ts";
-import { isAllocatorError } from "../domain/errors.ts";
+import { type AllocatorConfig, loadConfig } from "../../functions/allocator/config.ts";
+import { isAllocatorError } from "../../functions/domain/errors.ts";
 import { StreamPollerError } from "../local/poller.ts";
 import { COMMANDS, type CommandSpec, FLAG_USAGE, type Flags, usageOf } from "./command-table.ts";
 import { demoCommand } from "./commands/demo.ts";
