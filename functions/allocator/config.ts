@@ -50,7 +50,8 @@ function readInteger(env: Env, envVar: string, fallback: string, min: number, ma
 }
 
 /**
- * The only reader of `process.env` in the function. Throws {@link InvalidConfigError} (or
+ * The only reader of the allocator's own settings in `process.env` (Powertools reads its own
+ * variables, docs/contract.md#configuration). Throws {@link InvalidConfigError} (or
  * `InvalidCidrError`) naming the bad value, so a misconfigured function fails at cold start
  * instead of writing wrong VIPs.
  */

@@ -4,8 +4,8 @@
  * - docs/repair.md's repair kinds against the `RepairKind` type (read from the source, wherever
  *   in functions/ it is declared);
  * - docs/contract.md's CLI command table against the CLI's command list;
- * - the configuration tables (docs/contract.md, README.md) against the settings and the table
- *   definitions;
+ * - the configuration table (docs/contract.md) against the settings, the table definitions,
+ *   the variables the shipped code reads and the ones the construct sets on the function;
  * - docs/decisions/README.md against the decision records and their `Status:` lines.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -13,6 +13,7 @@ import { join, relative } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { SETTINGS } from "../../functions/allocator/config.ts";
+import { METRICS_NAMESPACE, SERVICE_NAME } from "../../functions/allocator/telemetry-names.ts";
 import { ALL_TABLES, OPTIONAL_TABLES } from "../../functions/store/table-definitions.ts";
 import { COMMANDS } from "../../tools/cli/command-table.ts";
 
@@ -108,8 +109,9 @@ describe("docs/contract.md, the CLI", () => {
   });
 });
 
-describe("the configuration tables", () => {
-  // Every setting the function reads, with its default ("unset" when it has none).
+describe("the configuration table (docs/contract.md)", () => {
+  // Every variable the function reads or the construct sets on it, with its default ("unset"
+  // when it has none).
   const expected = new Map<string, string>([
     ...ALL_TABLES.map((def) => [def.envVar, def.defaultName] as const),
     // An optional table has no default for the function: unset, the deployment has none.
@@ -117,22 +119,46 @@ describe("the configuration tables", () => {
     ...Object.values(SETTINGS).map(
       (setting) => [setting.envVar, "default" in setting ? setting.default : "unset"] as const,
     ),
+    // Read by Powertools (and the telemetry's fallbacks), set per allocator by the construct.
+    ["POWERTOOLS_SERVICE_NAME", SERVICE_NAME],
+    ["POWERTOOLS_METRICS_NAMESPACE", METRICS_NAMESPACE],
+    ["POWERTOOLS_LOG_LEVEL", "INFO"],
+    // Read by Node.js itself; the construct sets it for source-mapped stack traces.
+    ["NODE_OPTIONS", "unset"],
   ]);
 
-  for (const file of ["docs/contract.md", "README.md"]) {
-    it(`${file} lists every setting with its default, and no other`, () => {
-      const documented = new Map<string, string>();
-      for (const [, envVar, fallback] of tableRows(read(file), "setting")) {
-        const name = codeSpans(envVar ?? "")[0];
-        if (name === undefined) throw new Error(`${file}: a setting row names no env var`);
-        documented.set(
-          name,
-          codeSpans(fallback ?? "")[0] ?? (fallback ?? "").split(/[:= ]/)[0] ?? "",
-        );
+  it("lists every setting with its default, and no other", () => {
+    const documented = new Map<string, string>();
+    for (const [, envVar, fallback] of tableRows(read("docs/contract.md"), "setting")) {
+      const name = codeSpans(envVar ?? "")[0];
+      if (name === undefined) throw new Error("docs/contract.md: a setting row names no env var");
+      documented.set(
+        name,
+        codeSpans(fallback ?? "")[0] ?? (fallback ?? "").split(/[:= ]/)[0] ?? "",
+      );
+    }
+    expect(Object.fromEntries(documented)).toEqual(Object.fromEntries(expected));
+  });
+
+  it("covers every variable the shipped code reads and every one the construct sets on the function", () => {
+    const used = new Set<string>();
+    for (const file of sourceFiles("functions")) {
+      for (const match of read(file).matchAll(/process\.env(?:\.|\[["'])([A-Z][A-Z0-9_]*)/g)) {
+        used.add(match[1] as string);
       }
-      expect(Object.fromEntries(documented)).toEqual(Object.fromEntries(expected));
-    });
-  }
+    }
+    // The function's `environment: { ... }` in the construct: its upper-case keys.
+    const construct = read("infra/vip-allocator.ts");
+    const block = construct.slice(construct.indexOf("environment: {"));
+    const environment = block.slice(0, block.indexOf("\n      },"));
+    for (const match of environment.matchAll(/^\s+([A-Z][A-Z0-9_]*):/gm))
+      used.add(match[1] as string);
+
+    const unlisted = sorted(used).filter((name) => !expected.has(name));
+
+    expect(used.size).toBeGreaterThan(3);
+    expect(unlisted).toEqual([]);
+  });
 });
 
 describe("docs/decisions/README.md", () => {
