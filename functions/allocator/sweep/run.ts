@@ -104,7 +104,8 @@ export class SweepRun {
       repair,
       {
         ...(repair.mesh !== undefined ? { mesh: repair.mesh } : {}),
-        ...(repair.service !== undefined ? { service: repair.service } : {}),
+        // Not `service`: Powertools Logger reserves it (the allocator's own name) and drops it.
+        ...(repair.service !== undefined ? { kumaService: repair.service } : {}),
         ...(repair.detail ?? {}),
         cycle: this.state.cycle,
         ...(backfill ? { backfill: true } : {}),

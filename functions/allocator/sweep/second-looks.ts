@@ -28,7 +28,7 @@ export async function secondLooks(run: SweepRun, audit: ClaimsAudit): Promise<vo
     if (run.repairs.slice(before).every((repair) => repair.inFlight === true)) {
       telemetry.metric(METRIC.sweepInFlight, "Count", 1);
       telemetry.info("sweep: drift corrected by the event path meanwhile", {
-        [next.phase === "claims" ? "service" : "mesh"]: next.name,
+        [next.phase === "claims" ? "kumaService" : "mesh"]: next.name,
         phase: next.phase,
         found: next.found,
         seconds: Math.round((run.settings.now() - next.at) / 1000),
