@@ -4,7 +4,7 @@ import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
-import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
+import { METRICS_NAMESPACE } from "../functions/allocator/telemetry-names.ts";
 
 /** An input table that already exists (deployed elsewhere), with its stream. */
 export interface ExistingInputTable {
@@ -197,11 +197,13 @@ export interface VipAllocatorProps {
   readonly tags?: { [key: string]: string };
   /**
    * The allocator's name in its telemetry: the `service` dimension of its metrics (which its
-   * alarms and dashboard read) and the `service` key of its log lines. Give each allocator in
-   * one account and region its own, or their metrics mix; synth fails when two allocators of one
-   * app share it (with the same `metricsNamespace`). 1 to 64 of a-z A-Z 0-9 . _ -.
+   * alarms and dashboard read) and the `service` key of its log lines. The default is derived
+   * from the construct's path (stack name, path, and a hash of the path), so any number of
+   * allocators with default props have their own metrics; a name given here is used as it is,
+   * and synth fails when two allocators of one app give the same one (with the same
+   * `metricsNamespace`). 1 to 64 of a-z A-Z 0-9 . _ -.
    *
-   * @default "vip-allocator" (`SERVICE_NAME`)
+   * @default - from the construct's path, e.g. "Platform-Vips-1A2B3C4D" (`defaultServiceName`)
    */
   readonly serviceName?: string;
   /**
@@ -269,8 +271,6 @@ export const VIP_ALLOCATOR_DEFAULTS = {
    * updated). Errors inside the function are Lambda's asynchronous retries, not these.
    */
   sweepRetryAttempts: 2,
-  /** The `service` dimension of the function's metrics and the `service` key of its logs. */
-  serviceName: SERVICE_NAME,
   /** The namespace of the function's own metrics. */
   metricsNamespace: METRICS_NAMESPACE,
   logLevel: "INFO",

@@ -26,9 +26,19 @@ const REMOVAL_POLICIES: readonly RemovalPolicy[] = [
  * Checks the props at synth time and resolves their defaults. An error names the construct
  * path, the prop, the value and the bound.
  */
-export function validateProps(props: VipAllocatorProps, path: string): ResolvedProps {
+/**
+ * The props checked and completed with their defaults. `defaultServiceName`: the construct's
+ * own (derived from its path, {@link defaultServiceName} in vip-allocator-collisions.ts).
+ */
+export function validateProps(
+  props: VipAllocatorProps,
+  path: string,
+  defaultServiceName: string,
+): ResolvedProps {
   try {
-    return resolveProps(props);
+    return resolveProps(
+      props.serviceName === undefined ? { ...props, serviceName: defaultServiceName } : props,
+    );
   } catch (error) {
     if (error instanceof VipAllocatorPropError) throw error.at(path);
     throw error;
@@ -236,7 +246,7 @@ const LOG_LEVELS = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "SILENT"];
 function resolveTelemetry(
   props: VipAllocatorProps,
 ): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel"> {
-  const serviceName = props.serviceName ?? VIP_ALLOCATOR_DEFAULTS.serviceName;
+  const serviceName = props.serviceName ?? "";
   if (!SERVICE_NAME.test(serviceName)) {
     throw new VipAllocatorPropError(
       "serviceName",

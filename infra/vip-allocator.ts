@@ -44,7 +44,7 @@ import {
 } from "./allocator-bundling.ts";
 import { createAlarmTopic } from "./vip-allocator-alarm-topic.ts";
 import { addBackfillTrigger } from "./vip-allocator-backfill.ts";
-import { guardNoCollision } from "./vip-allocator-collisions.ts";
+import { defaultServiceName, guardNoCollision } from "./vip-allocator-collisions.ts";
 import {
   DATA_READ,
   DATA_WRITE,
@@ -116,10 +116,19 @@ export class VipAllocator extends Construct {
   readonly vipCidr: string;
   /** Whether the vips table has a stream (the prop `vipsStream`). */
   readonly vipsStream: boolean;
+  /**
+   * The `service` dimension of the function's own metrics and the `service` key of its log
+   * lines: the prop `serviceName`, or the default derived from this construct's path.
+   */
+  readonly serviceName: string;
+  /** The CloudWatch namespace of the function's own metrics (the prop `metricsNamespace`). */
+  readonly metricsNamespace: string;
 
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
-    const resolved = validateProps(props, this.node.path);
+    const resolved = validateProps(props, this.node.path, defaultServiceName(this));
+    this.serviceName = resolved.serviceName;
+    this.metricsNamespace = resolved.metricsNamespace;
     for (const [key, value] of resolved.tags) Tags.of(this).add(key, value);
     this.vipCidr = resolved.vipCidr;
     this.vipsStream = props.vipsStream === true;
@@ -320,6 +329,20 @@ export class VipAllocator extends Construct {
    */
   grantReadVips(grantee: IGrantable): Grant {
     return grantReaderRequests(this.vipsTable, grantee);
+  }
+
+  /**
+   * Lets whoever keeps the input tables (a sync from Kuma's store, an operator's tool) write
+   * them: `PutItem`, `UpdateItem`, `DeleteItem`, `BatchWriteItem` (and `DescribeTable`) on the
+   * `meshes`, `dataplanes` and, when the deployment has one, `external-services` tables, created
+   * or existing, and their customer-managed keys if any. No read, and nothing of the
+   * allocator's own tables.
+   */
+  grantWriteInputs(grantee: IGrantable): Grant {
+    const tables = [this.meshesTable, this.dataplanesTable];
+    if (this.externalServicesTable) tables.push(this.externalServicesTable);
+    const [first, ...rest] = tables.map((table) => table.grants.writeData(grantee));
+    return rest.reduce((all, grant) => all.combine(grant), first as Grant);
   }
 
   /** The ARN of the vips table's `versions` index (the reader's default probe). */

@@ -124,10 +124,10 @@ describe("several allocators in one app", () => {
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 2);
   });
 
-  test("fail synth when they would share metrics or a table name, naming both", () => {
-    const { app } = two({}, {});
+  test("fail synth when they are given the same serviceName or a table name, naming both", () => {
+    const { app } = two({ serviceName: "vips" }, { serviceName: "vips" });
     expect(() => app.synth()).toThrow(
-      /VipAllocator at 'Platform\/Blue' and at 'Platform\/Green' publish the same metrics \(namespace VipAllocator, service=vip-allocator\)/,
+      /VipAllocator at 'Platform\/Blue' and at 'Platform\/Green' publish the same metrics \(namespace VipAllocator, service=vips\)/,
     );
     const named = two(
       { serviceName: "a", tableNames: { vips: "shared-vips" } },

@@ -14,7 +14,6 @@ import {
 import {
   METRIC,
   METRICS_NAMESPACE,
-  SERVICE_NAME,
 } from "../../functions/allocator/telemetry-names.ts";
 import {
   ALL_TABLES,
@@ -157,7 +156,8 @@ describe("function", () => {
       [SETTINGS.sweepGraceSeconds.envVar]: String(
         inFlightGraceSeconds(EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds),
       ),
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+      // The default serviceName: derived from the construct's path (stack Test, id VipAllocator).
+      POWERTOOLS_SERVICE_NAME: "Test-VipAllocator-E904E517",
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
       POWERTOOLS_LOG_LEVEL: "INFO",
       NODE_OPTIONS: "--enable-source-maps",
@@ -365,7 +365,7 @@ describe("existing input tables", () => {
 });
 
 describe("observability", () => {
-  const { template } = synth();
+  const { template, allocator: observed } = synth();
 
   test("alarms on lag, errors, throttles, the failure queue, exhaustion, item size, pool use, failed meshes and sweep repairs", () => {
     template.resourceCountIs("AWS::CloudWatch::Alarm", 9);
@@ -373,7 +373,7 @@ describe("observability", () => {
     const own = (metric: string) => ({
       Namespace: METRICS_NAMESPACE,
       MetricName: metric,
-      Dimensions: [{ Name: "service", Value: SERVICE_NAME }],
+      Dimensions: [{ Name: "service", Value: observed.serviceName }],
     });
     const expectations = [
       { ...lambda("IteratorAge"), Statistic: "Maximum", Threshold: 60_000 },
