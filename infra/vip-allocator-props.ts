@@ -4,6 +4,7 @@ import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/event-source-settings.ts";
 import { METRICS_NAMESPACE } from "../functions/allocator/telemetry-names.ts";
 
 /** An input table that already exists (deployed elsewhere), with its stream. */
@@ -214,6 +215,14 @@ export interface VipAllocatorProps {
    */
   readonly metricsNamespace?: string;
   /**
+   * The size in bytes above which a written VIP item raises the `itemSizeWarning` alarm, an early
+   * warning before DynamoDB's 400 KB item limit (then the item is not written: `itemTooLarge`).
+   * A whole number from 1024 to 409600.
+   *
+   * @default 307200 (300 KiB, `VIP_ALLOCATOR_DEFAULTS.itemSizeWarningBytes`)
+   */
+  readonly itemSizeWarningBytes?: number;
+  /**
    * The lowest level the function logs (Powertools Logger, `POWERTOOLS_LOG_LEVEL`): one of
    * `DEBUG`, `INFO`, `WARN`, `ERROR`, `CRITICAL`, `SILENT`.
    *
@@ -260,8 +269,10 @@ export const VIP_ALLOCATOR_DEFAULTS = {
   tags: { application: "vip-allocator" } as Readonly<Record<string, string>>,
   /** The failure queue keeps records for SQS's maximum, 14 days. */
   failureRetention: Duration.days(14),
-  /** Alarm when the stream lags this far behind (Lambda's IteratorAge, maximum). */
-  iteratorAgeAlarm: Duration.minutes(1),
+  /** Alarm when the stream lags this far behind (Lambda's IteratorAge, maximum), 5 minutes. */
+  iteratorAgeAlarm: Duration.seconds(ITERATOR_AGE_TOLERANCE_SECONDS),
+  /** The early warning on a VIP item's size (bytes): 300 KiB, three quarters of 400 KB. */
+  itemSizeWarningBytes: 300 * 1024,
   /** Alarm when the share of the VIP range in use exceeds this percentage. */
   poolUsedPercentAlarm: 80,
   /** How often the repair sweep runs. */
@@ -293,4 +304,5 @@ export interface ResolvedProps {
   readonly serviceName: string;
   readonly metricsNamespace: string;
   readonly logLevel: string;
+  readonly itemSizeWarningBytes: number;
 }

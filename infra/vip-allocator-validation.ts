@@ -245,7 +245,7 @@ const LOG_LEVELS = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "SILENT"];
 
 function resolveTelemetry(
   props: VipAllocatorProps,
-): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel"> {
+): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel" | "itemSizeWarningBytes"> {
   const serviceName = props.serviceName ?? "";
   if (!SERVICE_NAME.test(serviceName)) {
     throw new VipAllocatorPropError(
@@ -270,7 +270,20 @@ function resolveTelemetry(
       `expected one of ${LOG_LEVELS.join(", ")}`,
     );
   }
-  return { serviceName, metricsNamespace, logLevel };
+  const itemSizeWarningBytes =
+    props.itemSizeWarningBytes ?? VIP_ALLOCATOR_DEFAULTS.itemSizeWarningBytes;
+  if (
+    !Number.isInteger(itemSizeWarningBytes) ||
+    itemSizeWarningBytes < 1024 ||
+    itemSizeWarningBytes > 409_600
+  ) {
+    throw new VipAllocatorPropError(
+      "itemSizeWarningBytes",
+      itemSizeWarningBytes,
+      "expected a whole number of bytes from 1024 to 409600 (DynamoDB's 400 KB item limit)",
+    );
+  }
+  return { serviceName, metricsNamespace, logLevel, itemSizeWarningBytes };
 }
 
 const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table\/([a-zA-Z0-9_.-]{3,255})$/;

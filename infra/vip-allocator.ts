@@ -52,14 +52,14 @@ import {
   grantReaderRequests,
   versionsIndexArn,
 } from "./vip-allocator-grants.ts";
-import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
+import { monitorAllocator, type VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";
 import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
 import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
 import { validateProps } from "./vip-allocator-validation.ts";
 
 export { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "./vip-allocator-grants.ts";
-export type { VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";
+export type { VipAllocatorAlarms, VipAllocatorTableAlarms } from "./vip-allocator-monitoring.ts";
 export type {
   ExistingInputTable,
   VipAllocatorProps,
@@ -292,16 +292,7 @@ export class VipAllocator extends Construct {
       ...(props.alarmActions ?? []),
     ];
 
-    const monitoring = new VipAllocatorMonitoring(this, "Monitoring", {
-      function: this.function,
-      failureQueue: this.failureQueue,
-      meshesEventSource: this.meshesEventSource,
-      dataplanesEventSource: this.dataplanesEventSource,
-      vipCidr: this.vipCidr,
-      telemetry: { namespace: resolved.metricsNamespace, service: resolved.serviceName },
-      alarmActions,
-      ...(resolved.sweepSchedule ? { sweepSchedule: resolved.sweepSchedule } : {}),
-    });
+    const monitoring = monitorAllocator(this, resolved, alarmActions);
     this.alarms = monitoring.alarms;
     this.dashboard = monitoring.dashboard;
 
@@ -392,9 +383,8 @@ export class VipAllocator extends Construct {
    * the construct that owns the finding. The test "acknowledges only findings that exist"
    * keeps this list honest: an acknowledgement that no longer matches a finding fails it.
    *
-   * Not needed with aws-cdk-lib 2.276.0 (checked by the tests): IAM4 (our own role has no
-   * managed policy), IAM5 (every grant is scoped to one ARN: TableV2 scopes
-   * `dynamodb:ListStreams` to the stream ARNs, and the tables have no index wildcard).
+   * Not needed with aws-cdk-lib 2.276.0 (tested): IAM4 (our role has no managed policy), IAM5
+   * (every grant is scoped to one ARN, `dynamodb:ListStreams` to the stream ARNs).
    */
   private acknowledgeNagFindings(): void {
     Validations.of(this.failureQueue).acknowledge({

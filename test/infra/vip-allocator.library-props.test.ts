@@ -45,7 +45,9 @@ describe("telemetry and logging props", () => {
     const own = template.findResources("AWS::CloudWatch::Alarm", {
       Properties: { Namespace: "Platform/Vips" },
     });
-    expect(Object.keys(own)).toHaveLength(5);
+    // PoolExhausted, VipItemTooLarge, VipItemBytes, PoolUsedPercent, MeshFailures,
+    // SweepRepairs, SweepCycles (the heartbeat).
+    expect(Object.keys(own)).toHaveLength(7);
     for (const alarm of Object.values(own)) {
       expect(alarm.Properties.Dimensions).toEqual([{ Name: "service", Value: "vips-blue" }]);
     }
