@@ -11,7 +11,7 @@ import {
   EVENT_SOURCE_SETTINGS,
   inFlightGraceSeconds,
 } from "../../functions/allocator/event-source-settings.ts";
-import { METRIC, METRICS_NAMESPACE } from "../../functions/allocator/telemetry-names.ts";
+import { METRICS_NAMESPACE } from "../../functions/allocator/telemetry-names.ts";
 import {
   ALL_TABLES,
   CLAIMS_TABLE,

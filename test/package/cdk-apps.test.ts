@@ -189,11 +189,12 @@ function expectTwoAllocators(result: Synth): void {
     const [[, fn] = []] = ofType("AWS::Lambda::Function").filter(([id]) =>
       id.startsWith(`${name}Function`),
     );
-    const variables = (fn?.Properties.Environment as { Variables: Record<string, unknown> })
+    if (fn === undefined) throw new Error(`no ${name} function`);
+    const variables = (fn.Properties.Environment as { Variables: Record<string, unknown> })
       .Variables;
     expect(variables.POWERTOOLS_SERVICE_NAME).toBe(service);
     // The prebuilt function code, not a bundling step (no esbuild at the consumer's synth).
-    expect(fn?.Properties.Handler).toBe("index.handler");
+    expect(fn.Properties.Handler).toBe("index.handler");
   }
 }
 
