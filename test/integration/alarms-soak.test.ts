@@ -41,7 +41,10 @@ const LAG_EPISODES = [
 const SWEEPS_AT = [7, 22, 37, 52, 67];
 const FAILED_INVOCATIONS_AT = [12, 31, 45];
 const THROTTLES_AT = [16, 41];
-/** The real fault: a record acknowledged without being applied, in a quiet minute. */
+/**
+ * The real fault, in a quiet minute: a new dataplane's record acknowledged without being applied
+ * (the event path missed a change); nothing writes that dataplane again.
+ */
 const LOST_RECORD_AT = 58;
 
 /** The function's own metrics and log lines, stamped with the virtual clock. */
@@ -135,7 +138,6 @@ async function soak(emulator: LocalEmulator): Promise<SoakResult> {
   });
 
   let failNext = false;
-  let loseNext = false;
   let invocations = 0;
   let lost = 0;
   let maxHeldMs = 0;
@@ -168,10 +170,14 @@ async function soak(emulator: LocalEmulator): Promise<SoakResult> {
         points.push({ series: "lambda:Errors", value: 1, at: t });
         throw new Error("injected: the invocation failed once (retried by the event source)");
       }
-      if (loseNext && event.Records.length > 0) {
-        loseNext = false;
-        lost += event.Records.length;
-        return { batchItemFailures: [] };
+      // The real fault: the record of dp-lost is acknowledged without being applied.
+      const kept = event.Records.filter((record) => {
+        const image = record.dynamodb?.NewImage as { name?: { S?: string } } | undefined;
+        return image?.name?.S !== "dp-lost";
+      });
+      if (kept.length < event.Records.length) {
+        lost += event.Records.length - kept.length;
+        event.Records = kept;
       }
       try {
         return await handler(event);
@@ -217,7 +223,15 @@ async function soak(emulator: LocalEmulator): Promise<SoakResult> {
     writes++;
     for (const m of FAILED_INVOCATIONS_AT) if (once(`fail${m}`, m)) failNext = true;
     for (const m of THROTTLES_AT) if (once(`throttle${m}`, m)) throttleNext = true;
-    if (once("lost", LOST_RECORD_AT)) loseNext = true;
+    if (once("lost", LOST_RECORD_AT)) {
+      // A dataplane of its own with a new service, never written again: only the sweep sees it.
+      await doc.send(
+        new PutCommand({
+          TableName: config.tables.dataplanes,
+          Item: { ...dataplane("m0", "dp-lost", ["svc-lost"]), soakAt: t },
+        }),
+      );
+    }
 
     const inEpisode = LAG_EPISODES.some(([from, to]) => minute >= from && minute < to);
     if (!inEpisode || t >= nextDrainAt) {
