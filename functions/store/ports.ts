@@ -382,10 +382,7 @@ export interface StreamLagNote {
   readonly lagMs: number;
 }
 
-/**
- * Where the repair sweep is in its cycle (`sweep` in the claims table), and the latest lag the
- * event path noted (`stream-lag`, decision 132).
- */
+/** The sweep's position (`sweep`) and the event path's latest lag note (`stream-lag`, 132). */
 export interface SweepPositionPort {
   getSweepState(): Promise<SweepState | undefined>;
   /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
