@@ -25,10 +25,11 @@ const ON_AN_ENGINE = [
 const SLOW_ON_MOTO = ["test/integration/cli.test.ts", "test/integration/sweep.test.ts"];
 
 /**
- * The packed package's consumer tests (test/package): they check the tarball, not the engine, so
- * one engine is enough (DynamoDB Local when Java runs, else moto).
+ * The packed package's consumer tests (test/package) and the alarms soak: they check the tarball
+ * or the alarms, not the engine, so one engine is enough (DynamoDB Local when Java runs, else
+ * moto).
  */
-const ONE_ENGINE_ONLY = ["test/package/**/*.test.ts"];
+const ONE_ENGINE_ONLY = ["test/package/**/*.test.ts", "test/integration/alarms-soak.test.ts"];
 
 const javaRuns = spawnSync(javaCommand(), ["-version"], { stdio: "ignore" }).status === 0;
 const engines = javaRuns ? ["dynamodb-local", "moto"] : ["moto"];

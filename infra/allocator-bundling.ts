@@ -64,11 +64,11 @@ export const BACKFILL_TRANSFORM = {
 
 /**
  * Where the construct's function code comes from. Compiled into an installed package
- * (`dist/infra/*.js`), it uses the code `npm run build` prebuilt into `dist/lambda/`
+ * (`dist/infra/*.js`, or the CommonJS bundle `dist/infra/cdk.cjs`), it uses the code `npm run build` prebuilt into `dist/lambda/`
  * (`Code.fromAsset`, no esbuild at synth); from this repository's TypeScript source, it bundles
  * with NodejsFunction (decision 082).
  */
-export const FROM_PACKAGE = import.meta.url.endsWith(".js");
+export const FROM_PACKAGE = !import.meta.url.endsWith(".ts");
 
 /** The prebuilt allocator bundle (index.mjs and its source map), relative to dist/infra/. */
 export const PREBUILT_ALLOCATOR_DIR = fileURLToPath(

@@ -1,4 +1,4 @@
-import { Stack } from "aws-cdk-lib";
+import { Names, Stack } from "aws-cdk-lib";
 import type { Construct, IConstruct } from "constructs";
 import type { ResolvedProps, VipAllocatorTableNames } from "./vip-allocator-props.ts";
 
@@ -7,6 +7,20 @@ import type { ResolvedProps, VipAllocatorTableNames } from "./vip-allocator-prop
  * account and region must not share their metrics (namespace and `service` dimension: their
  * alarms and dashboards would read each other's) or a physical table name.
  */
+
+/**
+ * The default `serviceName` of an allocator: its stack's name and construct path with a hash of
+ * the path (`Names.uniqueResourceName`), e.g. `Platform-Blue-6BB2820B`; at most 64 characters of
+ * the ones a serviceName allows. Unique per construct path, so two allocators with default props
+ * never share their metrics, in one app or across the stacks of an account.
+ */
+export function defaultServiceName(allocator: IConstruct): string {
+  return Names.uniqueResourceName(allocator, {
+    maxLength: 64,
+    separator: "-",
+    allowedSpecialCharacters: "-_.",
+  });
+}
 
 const IDENTITY = Symbol.for("serverless-vip-allocator.identity");
 

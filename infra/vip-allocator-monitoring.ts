@@ -1,227 +1,105 @@
 import { Duration } from "aws-cdk-lib";
 import {
-  type Alarm,
   AlarmStatusWidget,
-  ComparisonOperator,
   Dashboard,
   GraphWidget,
   type IAlarmAction,
   MathExpression,
   Metric,
   TextWidget,
-  TreatMissingData,
 } from "aws-cdk-lib/aws-cloudwatch";
+import type { ITableV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import type { DynamoEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/event-source-settings.ts";
 import { METRIC, SWEEP_REPAIR_DIMENSION } from "../functions/allocator/telemetry-names.ts";
-import { VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
+import type { VipAllocator } from "./vip-allocator.ts";
+import {
+  type AlarmSources,
+  allAlarms,
+  createAlarms,
+  ownMetric,
+  tableThrottleMetric,
+  type VipAllocatorAlarms,
+} from "./vip-allocator-alarms.ts";
+import { type ResolvedProps, VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
 
-/** The alarms the construct creates; all of them run `alarmActions`. */
-export interface VipAllocatorAlarms {
-  /** The stream lags: the oldest record of a batch was written over a minute ago. */
-  readonly iteratorAge: Alarm;
-  /** The function failed (errors are retried, then bisected, then sent to the failure queue). */
-  readonly errors: Alarm;
-  /** The function was throttled. */
-  readonly throttles: Alarm;
-  /** A batch gave up: a record's metadata is waiting in the failure queue. */
-  readonly failureQueueDepth: Alarm;
-  /** A service could not get a VIP because the range is full (the function's own metric). */
-  readonly poolExhausted: Alarm;
-  /** A mesh's VIP item could not be written within DynamoDB's item limit. */
-  readonly itemTooLarge: Alarm;
-  /** More than 80% of the range is held (quarantined VIPs included). */
-  readonly poolUsedPercent: Alarm;
-  /**
-   * A mesh failed after all its attempts (the function's own metric). Partial batch failures
-   * are reported as `batchItemFailures` and never move Lambda's `Errors`.
-   */
-  readonly meshFailures: Alarm;
-  /** The repair sweep corrected something: the event path missed it. */
-  readonly sweepRepairs: Alarm;
+export type { VipAllocatorAlarms, VipAllocatorTableAlarms } from "./vip-allocator-alarms.ts";
+
+/** The monitoring of `allocator`: its function, queue, event sources and tables. */
+export function monitorAllocator(
+  allocator: VipAllocator,
+  resolved: ResolvedProps,
+  alarmActions: readonly IAlarmAction[],
+): VipAllocatorMonitoring {
+  const tables = {
+    meshes: allocator.meshesTable,
+    dataplanes: allocator.dataplanesTable,
+    externalServices: allocator.externalServicesTable,
+    vips: allocator.vipsTable,
+    claims: allocator.claimsTable,
+    index: allocator.indexTable,
+  };
+  const external = allocator.externalServicesEventSource;
+  return new VipAllocatorMonitoring(allocator, "Monitoring", {
+    function: allocator.function,
+    failureQueue: allocator.failureQueue,
+    eventSources: [
+      { label: "meshes", source: allocator.meshesEventSource },
+      { label: "dataplanes", source: allocator.dataplanesEventSource },
+      ...(external ? [{ label: "external services", source: external }] : []),
+    ],
+    tables,
+    tablesInOrder: Object.entries(tables).filter(
+      (entry): entry is [string, ITableV2] => entry[1] !== undefined,
+    ),
+    vipCidr: allocator.vipCidr,
+    telemetry: { namespace: resolved.metricsNamespace, service: resolved.serviceName },
+    alarmActions,
+    sweepSchedule: resolved.sweepSchedule,
+    itemSizeWarningBytes: resolved.itemSizeWarningBytes,
+  });
 }
 
-export interface VipAllocatorMonitoringProps {
-  readonly function: LambdaFunction;
-  readonly failureQueue: Queue;
-  readonly meshesEventSource: DynamoEventSource;
-  readonly dataplanesEventSource: DynamoEventSource;
+export interface VipAllocatorMonitoringProps extends AlarmSources {
+  /** The event sources, each with its input table's name for the graphs. */
+  readonly eventSources: readonly { readonly label: string; readonly source: DynamoEventSource }[];
   readonly vipCidr: string;
-  /** The function's own metrics: their namespace and `service` dimension. */
-  readonly telemetry: { readonly namespace: string; readonly service: string };
   readonly alarmActions: readonly IAlarmAction[];
-  /**
-   * Period of the repair sweep: the `SweepRepairs` alarm sums repairs over one period.
-   *
-   * @default - no schedule; the alarm sums over the default sweep period
-   */
-  readonly sweepSchedule?: Duration;
+  /** The tables for the throttle graph, labelled. */
+  readonly tablesInOrder: readonly (readonly [string, ITableV2])[];
 }
 
-/** The allocator's alarms and dashboard, over the function's, the streams' and its own metrics. */
+/**
+ * The allocator's alarms (vip-allocator-alarms.ts) and its dashboard: every metric the function
+ * emits, every event source, every table's throttling, and the alarms' states.
+ */
 export class VipAllocatorMonitoring extends Construct {
   readonly alarms: VipAllocatorAlarms;
   readonly dashboard: Dashboard;
   private readonly function: LambdaFunction;
   private readonly failureQueue: Queue;
-  private readonly meshesEventSource: DynamoEventSource;
-  private readonly dataplanesEventSource: DynamoEventSource;
+  private readonly props: VipAllocatorMonitoringProps;
   private readonly vipCidr: string;
   private readonly telemetry: { readonly namespace: string; readonly service: string };
   private readonly sweepPeriod: Duration;
 
   constructor(scope: Construct, id: string, props: VipAllocatorMonitoringProps) {
     super(scope, id);
+    this.props = props;
     this.function = props.function;
     this.failureQueue = props.failureQueue;
-    this.meshesEventSource = props.meshesEventSource;
-    this.dataplanesEventSource = props.dataplanesEventSource;
     this.vipCidr = props.vipCidr;
     this.telemetry = props.telemetry;
     this.sweepPeriod = props.sweepSchedule ?? VIP_ALLOCATOR_DEFAULTS.sweepSchedule;
-    this.alarms = this.createAlarms(props.alarmActions);
+    this.alarms = createAlarms(this, props, props.alarmActions);
     this.dashboard = this.createDashboard();
   }
 
   private ownMetric(metricName: string, statistic: string, period = Duration.minutes(5)): Metric {
-    return new Metric({
-      namespace: this.telemetry.namespace,
-      metricName,
-      dimensionsMap: { service: this.telemetry.service },
-      statistic,
-      period,
-    });
-  }
-
-  private createAlarms(actions: readonly IAlarmAction[]): VipAllocatorAlarms {
-    const fn: LambdaFunction = this.function;
-    const minute = Duration.minutes(1);
-    const fiveMinutes = Duration.minutes(5);
-    const alarm = (
-      id: string,
-      metric: Metric | MathExpression,
-      threshold: number,
-      evaluationPeriods: number,
-      comparisonOperator: ComparisonOperator,
-      treatMissingData: TreatMissingData,
-      alarmDescription: string,
-    ): Alarm => {
-      const created = metric.createAlarm(this, id, {
-        threshold,
-        evaluationPeriods,
-        datapointsToAlarm: evaluationPeriods,
-        comparisonOperator,
-        treatMissingData,
-        alarmDescription,
-      });
-      // OK actions too: whoever was paged learns that the condition has cleared.
-      if (actions.length > 0) {
-        created.addAlarmAction(...actions);
-        created.addOkAction(...actions);
-      }
-      return created;
-    };
-    const ageMs = VIP_ALLOCATOR_DEFAULTS.iteratorAgeAlarm.toMilliseconds();
-    const atLeast = ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD;
-    const above = ComparisonOperator.GREATER_THAN_THRESHOLD;
-    return {
-      iteratorAge: alarm(
-        "IteratorAgeAlarm",
-        fn.metric("IteratorAge", { statistic: "Maximum", period: minute }),
-        ageMs,
-        5,
-        above,
-        TreatMissingData.NOT_BREACHING,
-        `Stream lag: the newest record of a batch was older than ${ageMs} ms for 5 minutes. ` +
-          `Records older than ${EVENT_SOURCE_SETTINGS.maxRecordAgeSeconds} s go to the failure queue.`,
-      ),
-      errors: alarm(
-        "ErrorsAlarm",
-        fn.metricErrors({ statistic: "Sum", period: fiveMinutes }),
-        1,
-        1,
-        atLeast,
-        TreatMissingData.NOT_BREACHING,
-        "The allocator function failed (a thrown error or a timeout); the batch is retried and bisected.",
-      ),
-      throttles: alarm(
-        "ThrottlesAlarm",
-        fn.metricThrottles({ statistic: "Sum", period: fiveMinutes }),
-        1,
-        1,
-        atLeast,
-        TreatMissingData.NOT_BREACHING,
-        "The allocator function was throttled (account concurrency); the stream falls behind.",
-      ),
-      failureQueueDepth: alarm(
-        "FailureQueueAlarm",
-        this.failureQueue.metricApproximateNumberOfMessagesVisible({
-          statistic: "Maximum",
-          period: minute,
-        }),
-        1,
-        1,
-        atLeast,
-        // SQS stops publishing for a queue idle for 6 hours: keep the last state.
-        TreatMissingData.IGNORE,
-        "Stream records gave up after the bounded retries or age; their metadata is in the failure queue. " +
-          "Re-drive by touching the affected meshes within the 24 h stream retention.",
-      ),
-      poolExhausted: alarm(
-        "PoolExhaustedAlarm",
-        this.ownMetric(METRIC.exhausted, "Sum"),
-        0,
-        1,
-        above,
-        TreatMissingData.NOT_BREACHING,
-        "A service could not get a VIP: the range is full. Widen VIP_CIDR or shorten the quarantine.",
-      ),
-      itemTooLarge: alarm(
-        "ItemTooLargeAlarm",
-        this.ownMetric(METRIC.itemTooLarge, "Sum"),
-        1,
-        1,
-        atLeast,
-        TreatMissingData.NOT_BREACHING,
-        "A mesh's VIP item outgrew DynamoDB's 400 KB item limit even compressed: the mesh keeps " +
-          "its last good item and its new services get no VIP. Split the mesh.",
-      ),
-      poolUsedPercent: alarm(
-        "PoolUsedPercentAlarm",
-        this.ownMetric(METRIC.poolUsedPercent, "Maximum"),
-        VIP_ALLOCATOR_DEFAULTS.poolUsedPercentAlarm,
-        1,
-        above,
-        // Published only when the function runs: keep the last known state while idle.
-        TreatMissingData.IGNORE,
-        `More than ${VIP_ALLOCATOR_DEFAULTS.poolUsedPercentAlarm}% of the VIP range is held (quarantined VIPs included).`,
-      ),
-      meshFailures: alarm(
-        "MeshFailuresAlarm",
-        this.ownMetric(METRIC.meshFailures, "Sum", minute),
-        0,
-        1,
-        above,
-        TreatMissingData.NOT_BREACHING,
-        "A mesh failed after all its attempts; its records are retried, then go to the failure " +
-          "queue. Partial batch failures never show in Lambda Errors: see the function's error logs.",
-      ),
-      sweepRepairs: alarm(
-        "SweepRepairsAlarm",
-        // Only the `service` dimension: the total over every kind of correction.
-        this.ownMetric(METRIC.sweepRepairs, "Sum", this.sweepPeriod),
-        0,
-        1,
-        above,
-        TreatMissingData.NOT_BREACHING,
-        "The repair sweep corrected VIP items, claims or the membership index: the event path " +
-          "missed a change (see the dashboard's repairs by kind and the function's logs). " +
-          "Expected once after a backfill onto existing tables.",
-      ),
-    };
+    return ownMetric(this.telemetry, metricName, statistic, period);
   }
 
   private createDashboard(): Dashboard {
@@ -238,6 +116,7 @@ export class VipAllocatorMonitoring extends Construct {
         label,
       });
     const width = 8;
+    const sources = this.props.eventSources;
     const dashboard = new Dashboard(this, "Dashboard", {
       defaultInterval: Duration.hours(3),
     });
@@ -266,7 +145,7 @@ export class VipAllocatorMonitoring extends Construct {
         ],
         leftAnnotations: [
           {
-            value: VIP_ALLOCATOR_DEFAULTS.iteratorAgeAlarm.toMilliseconds(),
+            value: ITERATOR_AGE_TOLERANCE_SECONDS * 1000,
             label: "alarm",
           },
         ],
@@ -319,7 +198,10 @@ export class VipAllocatorMonitoring extends Construct {
           this.ownMetric(METRIC.itemBytes, "Maximum", minute).with({ label: "max" }),
           this.ownMetric(METRIC.itemBytes, "Average", minute).with({ label: "average" }),
         ],
-        leftAnnotations: [{ value: 400 * 1024, label: "DynamoDB item limit" }],
+        leftAnnotations: [
+          { value: 400 * 1024, label: "DynamoDB item limit" },
+          { value: this.props.itemSizeWarningBytes, label: "size warning" },
+        ],
         right: [sum(METRIC.itemTooLarge).with({ label: "items too large (not written)" })],
       }),
     );
@@ -333,19 +215,26 @@ export class VipAllocatorMonitoring extends Construct {
           sum(METRIC.badInput).with({ label: "bad input skipped" }),
           sum(METRIC.meshFailures).with({ label: "meshes failed" }),
         ],
+        right: [
+          sum(METRIC.indexWrites).with({ label: "index records written" }),
+          sum(METRIC.passesSkipped).with({ label: "passes skipped (no presence changed)" }),
+        ],
       }),
       new GraphWidget({
         title: "Event sources and failure queue",
         width,
         left: [
-          esmMetric(this.meshesEventSource, "PolledEventCount", "meshes polled"),
-          esmMetric(this.dataplanesEventSource, "PolledEventCount", "dataplanes polled"),
+          ...sources.map(({ label, source }) =>
+            esmMetric(source, "PolledEventCount", `${label} polled`),
+          ),
           new MathExpression({
-            expression: "m + d",
-            usingMetrics: {
-              m: esmMetric(this.meshesEventSource, "DroppedEventCount", "meshes dropped"),
-              d: esmMetric(this.dataplanesEventSource, "DroppedEventCount", "dataplanes dropped"),
-            },
+            expression: sources.map((_, i) => `FILL(d${i}, 0)`).join(" + "),
+            usingMetrics: Object.fromEntries(
+              sources.map(({ label, source }, i) => [
+                `d${i}`,
+                esmMetric(source, "DroppedEventCount", `${label} dropped`),
+              ]),
+            ),
             label: "dropped to the failure queue",
             period: minute,
           }),
@@ -381,14 +270,26 @@ export class VipAllocatorMonitoring extends Construct {
           this.ownMetric(METRIC.sweepCycles, "Sum", this.sweepPeriod).with({
             label: "cycles completed",
           }),
+          this.ownMetric(METRIC.sweepInFlight, "Sum", this.sweepPeriod).with({
+            label: "in flight (not counted)",
+          }),
         ],
+      }),
+    );
+    dashboard.addWidgets(
+      new GraphWidget({
+        title: "Table throttle events (read + write)",
+        width: 16,
+        left: this.props.tablesInOrder.map(([label, table], i) =>
+          tableThrottleMetric(table, label, i),
+        ),
       }),
     );
     dashboard.addWidgets(
       new AlarmStatusWidget({
         title: "Alarms",
         width,
-        alarms: Object.values(this.alarms),
+        alarms: allAlarms(this.alarms),
       }),
     );
     return dashboard;

@@ -4,7 +4,8 @@ import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
-import { METRICS_NAMESPACE, SERVICE_NAME } from "../functions/allocator/telemetry-names.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/event-source-settings.ts";
+import { METRICS_NAMESPACE } from "../functions/allocator/telemetry-names.ts";
 
 /** An input table that already exists (deployed elsewhere), with its stream. */
 export interface ExistingInputTable {
@@ -197,11 +198,13 @@ export interface VipAllocatorProps {
   readonly tags?: { [key: string]: string };
   /**
    * The allocator's name in its telemetry: the `service` dimension of its metrics (which its
-   * alarms and dashboard read) and the `service` key of its log lines. Give each allocator in
-   * one account and region its own, or their metrics mix; synth fails when two allocators of one
-   * app share it (with the same `metricsNamespace`). 1 to 64 of a-z A-Z 0-9 . _ -.
+   * alarms and dashboard read) and the `service` key of its log lines. The default is derived
+   * from the construct's path (stack name, path, and a hash of the path), so any number of
+   * allocators with default props have their own metrics; a name given here is used as it is,
+   * and synth fails when two allocators of one app give the same one (with the same
+   * `metricsNamespace`). 1 to 64 of a-z A-Z 0-9 . _ -.
    *
-   * @default "vip-allocator" (`SERVICE_NAME`)
+   * @default - from the construct's path, e.g. "Platform-Vips-1A2B3C4D" (`defaultServiceName`)
    */
   readonly serviceName?: string;
   /**
@@ -211,6 +214,14 @@ export interface VipAllocatorProps {
    * @default "VipAllocator" (`METRICS_NAMESPACE`)
    */
   readonly metricsNamespace?: string;
+  /**
+   * The size in bytes above which a written VIP item raises the `itemSizeWarning` alarm, an early
+   * warning before DynamoDB's 400 KB item limit (then the item is not written: `itemTooLarge`).
+   * A whole number from 1024 to 409600.
+   *
+   * @default 307200 (300 KiB, `VIP_ALLOCATOR_DEFAULTS.itemSizeWarningBytes`)
+   */
+  readonly itemSizeWarningBytes?: number;
   /**
    * The lowest level the function logs (Powertools Logger, `POWERTOOLS_LOG_LEVEL`): one of
    * `DEBUG`, `INFO`, `WARN`, `ERROR`, `CRITICAL`, `SILENT`.
@@ -258,8 +269,10 @@ export const VIP_ALLOCATOR_DEFAULTS = {
   tags: { application: "vip-allocator" } as Readonly<Record<string, string>>,
   /** The failure queue keeps records for SQS's maximum, 14 days. */
   failureRetention: Duration.days(14),
-  /** Alarm when the stream lags this far behind (Lambda's IteratorAge, maximum). */
-  iteratorAgeAlarm: Duration.minutes(1),
+  /** Alarm when the stream lags this far behind (Lambda's IteratorAge, maximum), 5 minutes. */
+  iteratorAgeAlarm: Duration.seconds(ITERATOR_AGE_TOLERANCE_SECONDS),
+  /** The early warning on a VIP item's size (bytes): 300 KiB, three quarters of 400 KB. */
+  itemSizeWarningBytes: 300 * 1024,
   /** Alarm when the share of the VIP range in use exceeds this percentage. */
   poolUsedPercentAlarm: 80,
   /** How often the repair sweep runs. */
@@ -269,8 +282,6 @@ export const VIP_ALLOCATOR_DEFAULTS = {
    * updated). Errors inside the function are Lambda's asynchronous retries, not these.
    */
   sweepRetryAttempts: 2,
-  /** The `service` dimension of the function's metrics and the `service` key of its logs. */
-  serviceName: SERVICE_NAME,
   /** The namespace of the function's own metrics. */
   metricsNamespace: METRICS_NAMESPACE,
   logLevel: "INFO",
@@ -293,4 +304,5 @@ export interface ResolvedProps {
   readonly serviceName: string;
   readonly metricsNamespace: string;
   readonly logLevel: string;
+  readonly itemSizeWarningBytes: number;
 }

@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import { Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Topic } from "aws-cdk-lib/aws-sns";
 import type { Construct } from "constructs";
@@ -8,6 +8,7 @@ import {
   VipAllocatorPropError,
   type VipAllocatorProps,
 } from "./vip-allocator.ts";
+import { addAllocatorOutputs } from "./vip-allocator-outputs.ts";
 
 /**
  * Context keys the stack reads (`npx cdk deploy -c vipCidr=10.64.0.0/12 ...` or the
@@ -44,44 +45,7 @@ export class VipAllocatorStack extends Stack {
       ...definedOnly(props),
     });
 
-    const output = (id: string, value: string, description: string): void => {
-      new CfnOutput(this, id, { value, description });
-    };
-    output(
-      "VipsTableName",
-      this.allocator.vipsTable.tableName,
-      "VIP items, one per mesh (GetItem by mesh)",
-    );
-    output(
-      "VipsTableArn",
-      this.allocator.vipsTable.tableArn,
-      "Grant downstream readers GetItem and Scan on this ARN",
-    );
-    output(
-      "VipsVersionsIndexArn",
-      this.allocator.versionsIndexArn,
-      "The vips table's versions index: a VipReader's probe (Scan, Query) reads it",
-    );
-    output("MeshesTableName", this.allocator.meshesTable.tableName, "Input: Kuma meshes");
-    output(
-      "DataplanesTableName",
-      this.allocator.dataplanesTable.tableName,
-      "Input: Kuma dataplanes",
-    );
-    output("ClaimsTableName", this.allocator.claimsTable.tableName, "Allocator state (private)");
-    output("IndexTableName", this.allocator.indexTable.tableName, "Membership index (private)");
-    output("FunctionName", this.allocator.function.functionName, "The allocator function");
-    output(
-      "FailureQueueUrl",
-      this.allocator.failureQueue.queueUrl,
-      "Metadata of failed stream batches",
-    );
-    output("DashboardName", this.allocator.dashboard.dashboardName, "CloudWatch dashboard");
-    new CfnOutput(this, "AlarmTopicArn", {
-      value: this.allocator.alarmTopic.topicArn,
-      description: "SNS topic every alarm notifies: subscribe to it",
-      exportName: `${this.stackName}-AlarmTopicArn`,
-    });
+    addAllocatorOutputs(this, this.allocator);
   }
 }
 

@@ -26,9 +26,19 @@ const REMOVAL_POLICIES: readonly RemovalPolicy[] = [
  * Checks the props at synth time and resolves their defaults. An error names the construct
  * path, the prop, the value and the bound.
  */
-export function validateProps(props: VipAllocatorProps, path: string): ResolvedProps {
+/**
+ * The props checked and completed with their defaults. `defaultServiceName`: the construct's
+ * own (derived from its path, {@link defaultServiceName} in vip-allocator-collisions.ts).
+ */
+export function validateProps(
+  props: VipAllocatorProps,
+  path: string,
+  defaultServiceName: string,
+): ResolvedProps {
   try {
-    return resolveProps(props);
+    return resolveProps(
+      props.serviceName === undefined ? { ...props, serviceName: defaultServiceName } : props,
+    );
   } catch (error) {
     if (error instanceof VipAllocatorPropError) throw error.at(path);
     throw error;
@@ -235,8 +245,8 @@ const LOG_LEVELS = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "SILENT"];
 
 function resolveTelemetry(
   props: VipAllocatorProps,
-): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel"> {
-  const serviceName = props.serviceName ?? VIP_ALLOCATOR_DEFAULTS.serviceName;
+): Pick<ResolvedProps, "serviceName" | "metricsNamespace" | "logLevel" | "itemSizeWarningBytes"> {
+  const serviceName = props.serviceName ?? "";
   if (!SERVICE_NAME.test(serviceName)) {
     throw new VipAllocatorPropError(
       "serviceName",
@@ -260,7 +270,20 @@ function resolveTelemetry(
       `expected one of ${LOG_LEVELS.join(", ")}`,
     );
   }
-  return { serviceName, metricsNamespace, logLevel };
+  const itemSizeWarningBytes =
+    props.itemSizeWarningBytes ?? VIP_ALLOCATOR_DEFAULTS.itemSizeWarningBytes;
+  if (
+    !Number.isInteger(itemSizeWarningBytes) ||
+    itemSizeWarningBytes < 1024 ||
+    itemSizeWarningBytes > 409_600
+  ) {
+    throw new VipAllocatorPropError(
+      "itemSizeWarningBytes",
+      itemSizeWarningBytes,
+      "expected a whole number of bytes from 1024 to 409600 (DynamoDB's 400 KB item limit)",
+    );
+  }
+  return { serviceName, metricsNamespace, logLevel, itemSizeWarningBytes };
 }
 
 const TABLE_ARN = /^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table\/([a-zA-Z0-9_.-]{3,255})$/;

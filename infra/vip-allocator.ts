@@ -44,7 +44,7 @@ import {
 } from "./allocator-bundling.ts";
 import { createAlarmTopic } from "./vip-allocator-alarm-topic.ts";
 import { addBackfillTrigger } from "./vip-allocator-backfill.ts";
-import { guardNoCollision } from "./vip-allocator-collisions.ts";
+import { defaultServiceName, guardNoCollision } from "./vip-allocator-collisions.ts";
 import {
   DATA_READ,
   DATA_WRITE,
@@ -52,14 +52,14 @@ import {
   grantReaderRequests,
   versionsIndexArn,
 } from "./vip-allocator-grants.ts";
-import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
+import { monitorAllocator, type VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";
 import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
 import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
 import { validateProps } from "./vip-allocator-validation.ts";
 
 export { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "./vip-allocator-grants.ts";
-export type { VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";
+export type { VipAllocatorAlarms, VipAllocatorTableAlarms } from "./vip-allocator-monitoring.ts";
 export type {
   ExistingInputTable,
   VipAllocatorProps,
@@ -116,10 +116,19 @@ export class VipAllocator extends Construct {
   readonly vipCidr: string;
   /** Whether the vips table has a stream (the prop `vipsStream`). */
   readonly vipsStream: boolean;
+  /**
+   * The `service` dimension of the function's own metrics and the `service` key of its log
+   * lines: the prop `serviceName`, or the default derived from this construct's path.
+   */
+  readonly serviceName: string;
+  /** The CloudWatch namespace of the function's own metrics (the prop `metricsNamespace`). */
+  readonly metricsNamespace: string;
 
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
-    const resolved = validateProps(props, this.node.path);
+    const resolved = validateProps(props, this.node.path, defaultServiceName(this));
+    this.serviceName = resolved.serviceName;
+    this.metricsNamespace = resolved.metricsNamespace;
     for (const [key, value] of resolved.tags) Tags.of(this).add(key, value);
     this.vipCidr = resolved.vipCidr;
     this.vipsStream = props.vipsStream === true;
@@ -283,16 +292,7 @@ export class VipAllocator extends Construct {
       ...(props.alarmActions ?? []),
     ];
 
-    const monitoring = new VipAllocatorMonitoring(this, "Monitoring", {
-      function: this.function,
-      failureQueue: this.failureQueue,
-      meshesEventSource: this.meshesEventSource,
-      dataplanesEventSource: this.dataplanesEventSource,
-      vipCidr: this.vipCidr,
-      telemetry: { namespace: resolved.metricsNamespace, service: resolved.serviceName },
-      alarmActions,
-      ...(resolved.sweepSchedule ? { sweepSchedule: resolved.sweepSchedule } : {}),
-    });
+    const monitoring = monitorAllocator(this, resolved, alarmActions);
     this.alarms = monitoring.alarms;
     this.dashboard = monitoring.dashboard;
 
@@ -320,6 +320,20 @@ export class VipAllocator extends Construct {
    */
   grantReadVips(grantee: IGrantable): Grant {
     return grantReaderRequests(this.vipsTable, grantee);
+  }
+
+  /**
+   * Lets whoever keeps the input tables (a sync from Kuma's store, an operator's tool) write
+   * them: `PutItem`, `UpdateItem`, `DeleteItem`, `BatchWriteItem` (and `DescribeTable`) on the
+   * `meshes`, `dataplanes` and, when the deployment has one, `external-services` tables, created
+   * or existing, and their customer-managed keys if any. No read, and nothing of the
+   * allocator's own tables.
+   */
+  grantWriteInputs(grantee: IGrantable): Grant {
+    const tables = [this.meshesTable, this.dataplanesTable];
+    if (this.externalServicesTable) tables.push(this.externalServicesTable);
+    const [first, ...rest] = tables.map((table) => table.grants.writeData(grantee));
+    return rest.reduce((all, grant) => all.combine(grant), first as Grant);
   }
 
   /** The ARN of the vips table's `versions` index (the reader's default probe). */
@@ -369,9 +383,8 @@ export class VipAllocator extends Construct {
    * the construct that owns the finding. The test "acknowledges only findings that exist"
    * keeps this list honest: an acknowledgement that no longer matches a finding fails it.
    *
-   * Not needed with aws-cdk-lib 2.276.0 (checked by the tests): IAM4 (our own role has no
-   * managed policy), IAM5 (every grant is scoped to one ARN: TableV2 scopes
-   * `dynamodb:ListStreams` to the stream ARNs, and the tables have no index wildcard).
+   * Not needed with aws-cdk-lib 2.276.0 (tested): IAM4 (our role has no managed policy), IAM5
+   * (every grant is scoped to one ARN, `dynamodb:ListStreams` to the stream ARNs).
    */
   private acknowledgeNagFindings(): void {
     Validations.of(this.failureQueue).acknowledge({

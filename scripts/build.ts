@@ -3,7 +3,9 @@
  * - the reader (`serverless-vip-allocator/reader`): ES modules and `.d.ts` from tsc
  *   (tsconfig.build.json), and one CommonJS file bundled by esbuild (dependencies left external);
  * - the construct library (`serverless-vip-allocator/cdk`): ES modules and `.d.ts` from the same
- *   tsc run;
+ *   tsc run, and one CommonJS file for CommonJS apps (`cdk init app --language typescript`),
+ *   dist/infra/cdk.cjs, bundled by esbuild (aws-cdk-lib, constructs and the other dependencies
+ *   left external; beside index.js, so the prebuilt function code is found the same way);
  * - the function code the installed construct deploys (decision 082): the allocator's bundle
  *   (dist/lambda/allocator, the esbuild options NodejsFunction uses in this repository) and the
  *   backfill trigger's handler (dist/lambda/backfill/index.js, CommonJS).
@@ -39,6 +41,20 @@ await build({
   format: "cjs",
   target: "node20",
   outfile: join(dist, "reader.cjs"),
+  logLevel: "warning",
+});
+await build({
+  absWorkingDir: root,
+  entryPoints: ["infra/index.ts"],
+  bundle: true,
+  packages: "external",
+  platform: "node",
+  format: "cjs",
+  target: "node22",
+  outfile: join(dist, "infra", "cdk.cjs"),
+  // The construct finds its prebuilt code relative to its own module (import.meta.url).
+  define: { "import.meta.url": "__vipsModuleUrl" },
+  banner: { js: 'var __vipsModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
   logLevel: "warning",
 });
 const bundle = await buildAllocatorBundle(join(dist, "lambda", "allocator"));

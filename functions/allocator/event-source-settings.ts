@@ -20,6 +20,14 @@ export const EVENT_SOURCE_SETTINGS = {
   pollIntervalMs: 250,
 } as const;
 
+/**
+ * The stream lag the allocator tolerates, in whole seconds: the iterator-age alarm fires when the
+ * newest record of every batch is older than this for 5 minutes; below it, lag is ordinary
+ * (bursts, retries, cold starts). While the stream lags past the sweep's grace but within this,
+ * the repair sweep counts no drift as a fault (decision 132).
+ */
+export const ITERATOR_AGE_TOLERANCE_SECONDS = 60;
+
 /** What one normal batch may take to process (docs/deploy.md: "well under a few seconds"). */
 export const BATCH_ALLOWANCE_SECONDS = 2;
 

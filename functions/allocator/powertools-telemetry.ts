@@ -17,6 +17,30 @@ const UNITS: Record<MetricUnitName, (typeof MetricUnit)[keyof typeof MetricUnit]
   Milliseconds: MetricUnit.Milliseconds,
 };
 
+/**
+ * The keys Powertools Logger reserves for every log line (its `ReservedKeys`, checked against
+ * the installed version by test/unit/powertools-log-keys.test.ts): a custom attribute with one
+ * of these names is dropped with a warning ("The key ... is a reserved key and will be
+ * dropped"). The allocator's fields never use them (a mesh's service is `kumaService`); should
+ * one slip in, {@link logFields} keeps its value under `data_<key>` instead of losing it.
+ */
+export const POWERTOOLS_RESERVED_KEYS: ReadonlySet<string> = new Set([
+  "level",
+  "message",
+  "sampling_rate",
+  "service",
+  "timestamp",
+]);
+
+/** `data` with any key Powertools reserves renamed to `data_<key>` (nothing is dropped). */
+export function logFields(data: Record<string, unknown>): Record<string, unknown> {
+  const fields: Record<string, unknown> = Object.create(null);
+  for (const [key, value] of Object.entries(data)) {
+    fields[POWERTOOLS_RESERVED_KEYS.has(key) ? `data_${key}` : key] = value;
+  }
+  return fields;
+}
+
 /** Telemetry backed by Powertools: structured JSON logs and EMF metrics. */
 export class PowertoolsTelemetry implements Telemetry {
   readonly logger: Logger;
@@ -36,7 +60,10 @@ export class PowertoolsTelemetry implements Telemetry {
   }
 
   repair(kind: string, data: Record<string, unknown>, expected = false): void {
-    this.logger.warn("sweep repair", { kind, ...data, ...(expected ? { backfill: true } : {}) });
+    this.logger.warn(
+      "sweep repair",
+      logFields({ kind, ...data, ...(expected ? { backfill: true } : {}) }),
+    );
     if (!expected) this.metrics.addMetric(METRIC.sweepRepairs, MetricUnit.Count, 1);
     const single = this.metrics.singleMetric();
     single.addDimension(SWEEP_REPAIR_DIMENSION, kind);
@@ -54,15 +81,15 @@ export class PowertoolsTelemetry implements Telemetry {
   }
 
   info(message: string, data: Record<string, unknown> = {}): void {
-    this.logger.info(message, data);
+    this.logger.info(message, logFields(data));
   }
 
   warn(message: string, data: Record<string, unknown> = {}): void {
-    this.logger.warn(message, data);
+    this.logger.warn(message, logFields(data));
   }
 
   error(message: string, data: Record<string, unknown> = {}): void {
-    this.logger.error(message, data);
+    this.logger.error(message, logFields(data));
   }
 
   /** Emits the metrics gathered during one invocation. */

@@ -33,6 +33,8 @@ export interface RuntimeOptions {
   /** The SDK client to use (default: one for the configured endpoint). */
   readonly client?: DynamoDBClient;
   readonly now?: () => number;
+  /** How waits are made (the sweep's grace, backoffs); default real timers (a soak's clock). */
+  readonly sleep?: (ms: number) => Promise<void>;
   /** How the adapters' document client asks for items (the cost bench's baseline turns off). */
   readonly documentClient?: DocumentClientOptions;
 }
@@ -42,7 +44,7 @@ export function createRuntime(config: AllocatorConfig, options: RuntimeOptions =
   return {
     client,
     ports: dynamoPorts(config, client, options.documentClient),
-    settings: passSettings(config, options.now),
+    settings: passSettings(config, options.now, options.sleep),
   };
 }
 
@@ -59,7 +61,12 @@ export function createDynamoClient(config: AllocatorConfig, extra: DynamoDBClien
  * What every mesh pass needs from the configuration and the runtime (real clock, random ids,
  * real sleeps): shared by the stream handler, the sweep and the CLI's reconcile.
  */
-function passSettings(config: AllocatorConfig, now: () => number = Date.now) {
+function passSettings(
+  config: AllocatorConfig,
+  now: () => number = Date.now,
+  sleep: (ms: number) => Promise<void> = (ms) =>
+    new Promise<void>((resolve) => setTimeout(resolve, ms)),
+) {
   return {
     pool: config.pool,
     quarantineSeconds: config.quarantineSeconds,
@@ -67,7 +74,7 @@ function passSettings(config: AllocatorConfig, now: () => number = Date.now) {
     serviceSet: config.serviceSet,
     now,
     newId: randomUUID,
-    sleep: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+    sleep,
     random: Math.random,
   };
 }

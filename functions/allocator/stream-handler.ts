@@ -1,4 +1,5 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
+import { lagNoter } from "./batch/lag-note.ts";
 import { type BatchSettings, processBatch } from "./batch/process-batch.ts";
 import type { AllocatorConfig } from "./config.ts";
 import type { MeshOutcome } from "./pass/outcome.ts";
@@ -29,6 +30,13 @@ export function createStreamHandler(
   const runtime = createRuntime(config, options);
   const settings: BatchSettings = {
     ...runtime.settings,
+    // Lag past the sweep's grace is noted for the sweep (decision 132).
+    noteLag: lagNoter(
+      runtime.ports.claims,
+      config.sweepGraceSeconds * 1000,
+      runtime.settings.now,
+      telemetry,
+    ),
     tables: config.tables,
     concurrency: options.concurrency ?? 4,
     ...(options.onOutcome !== undefined ? { onOutcome: options.onOutcome } : {}),

@@ -33,6 +33,7 @@ export interface SweepHandlerOptions {
   readonly telemetry?: Telemetry;
   readonly client?: DynamoDBClient;
   readonly now?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /**

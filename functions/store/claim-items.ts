@@ -26,6 +26,8 @@ export const RENUMBERINGS_KEY = "renumberings";
 export const WAITING_KEY = "waiting";
 /** Where the repair sweep is in its cycle. */
 export const SWEEP_KEY = "sweep";
+/** The latest time the event path saw its stream lag past the sweep's grace (decision 132). */
+export const STREAM_LAG_KEY = "stream-lag";
 
 /** One conditional write of one claims item. */
 export interface ClaimWrite {

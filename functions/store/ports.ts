@@ -376,11 +376,21 @@ export interface PoolPort {
   setCounter(cidr: string, expected: number, claimed: number): Promise<boolean>;
 }
 
-/** Where the repair sweep is in its cycle (`sweep` in the claims table). */
+/** The event path saw its stream lag `lagMs` (past the sweep's grace) at `at` (epoch ms). */
+export interface StreamLagNote {
+  readonly at: number;
+  readonly lagMs: number;
+}
+
+/** The sweep's position (`sweep`) and the event path's latest lag note (`stream-lag`, 132). */
 export interface SweepPositionPort {
   getSweepState(): Promise<SweepState | undefined>;
   /** Writes the state if the stored one still has `expectedVersion` (undefined: none); false otherwise. */
   putSweepState(state: SweepState, expectedVersion: number | undefined): Promise<boolean>;
+  /** Stores `note` unless a later one is stored. */
+  noteStreamLag(note: StreamLagNote): Promise<void>;
+  /** The latest lag note (strongly consistent), or undefined. */
+  streamLag(): Promise<StreamLagNote | undefined>;
 }
 
 /**

@@ -1,5 +1,5 @@
-import { type ClaimWrite, type Item, SWEEP_KEY } from "./claim-items.ts";
-import type { SweepState } from "./ports.ts";
+import { type ClaimWrite, type Item, STREAM_LAG_KEY, SWEEP_KEY } from "./claim-items.ts";
+import type { StreamLagNote, SweepState } from "./ports.ts";
 
 const SWEEP_PHASES = new Set(["index", "meshes", "items", "claims", "done"]);
 
@@ -49,5 +49,33 @@ export function sweepStateWrite(
     holds: (current) =>
       expectedVersion === undefined ? current === undefined : stored(current) === expectedVersion,
     apply: () => item,
+  };
+}
+
+/** The stream-lag note, or undefined when absent or not one. */
+export function decodeStreamLag(item: Item | undefined): StreamLagNote | undefined {
+  if (item === undefined || typeof item.at !== "number" || typeof item.lagMs !== "number") {
+    return undefined;
+  }
+  return { at: item.at, lagMs: item.lagMs };
+}
+
+/** Notes a lag seen at `at`, unless a later note is stored (notes only move forward). */
+export function streamLagWrite(note: StreamLagNote): ClaimWrite {
+  return {
+    key: STREAM_LAG_KEY,
+    action: "update",
+    updateExpression: "SET #at = :at, #lag = :lag, #kind = :kind",
+    conditionExpression: "attribute_not_exists(#at) OR #at < :at",
+    names: { "#at": "at", "#lag": "lagMs", "#kind": "kind" },
+    values: { ":at": note.at, ":lag": note.lagMs, ":kind": "stream-lag" },
+    holds: (current) => typeof current?.at !== "number" || current.at < note.at,
+    apply: (current) => ({
+      ...(current ?? {}),
+      pk: STREAM_LAG_KEY,
+      kind: "stream-lag",
+      at: note.at,
+      lagMs: note.lagMs,
+    }),
   };
 }

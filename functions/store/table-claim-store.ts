@@ -7,6 +7,7 @@ import {
   type Item,
   poolKey,
   RENUMBERINGS_KEY,
+  STREAM_LAG_KEY,
   SWEEP_KEY,
   serviceKey,
   WAITING_KEY,
@@ -36,10 +37,16 @@ import type {
   ReleaseRequest,
   ScannedClaim,
   ServiceClaim,
+  StreamLagNote,
   SweepPositionPort,
   SweepState,
 } from "./ports.ts";
-import { decodeSweepState, sweepStateWrite } from "./sweep-state-item.ts";
+import {
+  decodeStreamLag,
+  decodeSweepState,
+  streamLagWrite,
+  sweepStateWrite,
+} from "./sweep-state-item.ts";
 import { waitingMeshes, waitingWrite } from "./waiting-item.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
@@ -244,6 +251,16 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
       sweepStateWrite(state, expectedVersion),
     ]);
     return outcome.ok;
+  }
+
+  async noteStreamLag(note: StreamLagNote): Promise<void> {
+    // A later note already stored fails the condition: nothing to do.
+    await this.table.write("claims.noteStreamLag", [streamLagWrite(note)]);
+  }
+
+  async streamLag(): Promise<StreamLagNote | undefined> {
+    const [item] = await this.table.get("claims.streamLag", [STREAM_LAG_KEY]);
+    return decodeStreamLag(item);
   }
 
   /**

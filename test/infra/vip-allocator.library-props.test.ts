@@ -45,7 +45,9 @@ describe("telemetry and logging props", () => {
     const own = template.findResources("AWS::CloudWatch::Alarm", {
       Properties: { Namespace: "Platform/Vips" },
     });
-    expect(Object.keys(own)).toHaveLength(5);
+    // PoolExhausted, VipItemTooLarge, VipItemBytes, PoolUsedPercent, MeshFailures,
+    // SweepRepairs, SweepCycles (the heartbeat).
+    expect(Object.keys(own)).toHaveLength(7);
     for (const alarm of Object.values(own)) {
       expect(alarm.Properties.Dimensions).toEqual([{ Name: "service", Value: "vips-blue" }]);
     }
@@ -124,10 +126,10 @@ describe("several allocators in one app", () => {
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 2);
   });
 
-  test("fail synth when they would share metrics or a table name, naming both", () => {
-    const { app } = two({}, {});
+  test("fail synth when they are given the same serviceName or a table name, naming both", () => {
+    const { app } = two({ serviceName: "vips" }, { serviceName: "vips" });
     expect(() => app.synth()).toThrow(
-      /VipAllocator at 'Platform\/Blue' and at 'Platform\/Green' publish the same metrics \(namespace VipAllocator, service=vip-allocator\)/,
+      /VipAllocator at 'Platform\/Blue' and at 'Platform\/Green' publish the same metrics \(namespace VipAllocator, service=vips\)/,
     );
     const named = two(
       { serviceName: "a", tableNames: { vips: "shared-vips" } },

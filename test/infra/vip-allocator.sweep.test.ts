@@ -138,7 +138,8 @@ describe("alarm topic", () => {
 
   test("every alarm notifies it", () => {
     const alarms = Object.values(template.findResources("AWS::CloudWatch::Alarm"));
-    expect(alarms).toHaveLength(9);
+    // 10 of the function, the queue and its own metrics, the heartbeat, one per table (5).
+    expect(alarms).toHaveLength(16);
     for (const alarm of alarms) {
       expect(alarm.Properties.AlarmActions).toEqual([ref(allocator.alarmTopic)]);
     }

@@ -11,11 +11,7 @@ import {
   EVENT_SOURCE_SETTINGS,
   inFlightGraceSeconds,
 } from "../../functions/allocator/event-source-settings.ts";
-import {
-  METRIC,
-  METRICS_NAMESPACE,
-  SERVICE_NAME,
-} from "../../functions/allocator/telemetry-names.ts";
+import { METRICS_NAMESPACE } from "../../functions/allocator/telemetry-names.ts";
 import {
   ALL_TABLES,
   CLAIMS_TABLE,
@@ -157,7 +153,8 @@ describe("function", () => {
       [SETTINGS.sweepGraceSeconds.envVar]: String(
         inFlightGraceSeconds(EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds),
       ),
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+      // The default serviceName: derived from the construct's path (stack Test, id VipAllocator).
+      POWERTOOLS_SERVICE_NAME: "Test-VipAllocator-E904E517",
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
       POWERTOOLS_LOG_LEVEL: "INFO",
       NODE_OPTIONS: "--enable-source-maps",
@@ -365,62 +362,7 @@ describe("existing input tables", () => {
 });
 
 describe("observability", () => {
-  const { template } = synth();
-
-  test("alarms on lag, errors, throttles, the failure queue, exhaustion, item size, pool use, failed meshes and sweep repairs", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 9);
-    const lambda = (metric: string) => ({ Namespace: "AWS/Lambda", MetricName: metric });
-    const own = (metric: string) => ({
-      Namespace: METRICS_NAMESPACE,
-      MetricName: metric,
-      Dimensions: [{ Name: "service", Value: SERVICE_NAME }],
-    });
-    const expectations = [
-      { ...lambda("IteratorAge"), Statistic: "Maximum", Threshold: 60_000 },
-      { ...lambda("Errors"), Statistic: "Sum", Threshold: 1 },
-      { ...lambda("Throttles"), Statistic: "Sum", Threshold: 1 },
-      { Namespace: "AWS/SQS", MetricName: "ApproximateNumberOfMessagesVisible", Threshold: 1 },
-      {
-        ...own(METRIC.exhausted),
-        Statistic: "Sum",
-        Threshold: 0,
-        ComparisonOperator: "GreaterThanThreshold",
-      },
-      {
-        ...own(METRIC.itemTooLarge),
-        Statistic: "Sum",
-        Threshold: 1,
-        ComparisonOperator: "GreaterThanOrEqualToThreshold",
-        TreatMissingData: "notBreaching",
-      },
-      {
-        ...own(METRIC.poolUsedPercent),
-        Statistic: "Maximum",
-        Threshold: 80,
-        ComparisonOperator: "GreaterThanThreshold",
-      },
-      {
-        ...own(METRIC.meshFailures),
-        Statistic: "Sum",
-        Period: 60,
-        Threshold: 0,
-        ComparisonOperator: "GreaterThanThreshold",
-        TreatMissingData: "notBreaching",
-      },
-      {
-        // Only the `service` dimension: the total the function emits once per correction.
-        ...own(METRIC.sweepRepairs),
-        Statistic: "Sum",
-        Period: 15 * 60,
-        Threshold: 0,
-        ComparisonOperator: "GreaterThanThreshold",
-        TreatMissingData: "notBreaching",
-      },
-    ];
-    for (const expected of expectations) {
-      template.hasResourceProperties("AWS::CloudWatch::Alarm", expected);
-    }
-  });
+  // Each alarm's metric, threshold, datapoints and missing data: vip-allocator.alarms.test.ts.
 
   test("every alarm notifies the alarm topic, then the further alarm actions, when it fires and when it clears", () => {
     const { template: plain, allocator } = synth();
@@ -455,28 +397,5 @@ describe("observability", () => {
     given.allResourcesProperties("AWS::CloudWatch::Alarm", { AlarmActions: [ref(topic)] });
   });
 
-  test("has a dashboard with lag, invocations, errors, allocations, releases, pool use and item size", () => {
-    template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
-    const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
-    for (const metric of [
-      "IteratorAge",
-      "Invocations",
-      "Errors",
-      "Throttles",
-      METRIC.streamLagMs,
-      METRIC.allocations,
-      METRIC.releases,
-      METRIC.poolUsedPercent,
-      METRIC.exhausted,
-      METRIC.itemBytes,
-      METRIC.meshFailures,
-      METRIC.sweepRepairs,
-      METRIC.sweepMeshes,
-      METRIC.sweepCycles,
-      "ApproximateNumberOfMessagesVisible",
-    ]) {
-      expect(body, `dashboard shows ${metric}`).toContain(`\\"${metric}\\"`);
-    }
-    expect(body).toContain(`\\"${METRICS_NAMESPACE}\\",`);
-  });
+  // The dashboard: vip-allocator.alarms.test.ts.
 });

@@ -316,7 +316,7 @@ describe("the construct library, installed from the tarball into a scratch CDK a
 
       const [[topicId] = []] = mine("AWS::SNS::Topic");
       const alarms = mine("AWS::CloudWatch::Alarm");
-      expect(alarms).toHaveLength(9);
+      expect(alarms).toHaveLength(16);
       for (const [, alarm] of alarms) {
         expect(alarm.Properties.AlarmActions).toEqual([{ Ref: topicId }]);
         expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -330,7 +330,7 @@ describe("the construct library, installed from the tarball into a scratch CDK a
       expect(dashboards).toHaveLength(1);
       expect(dashboards[0]?.[1].Properties.DashboardName).toBeUndefined();
     }
-    expect(ofType(platform, "AWS::CloudWatch::Alarm")).toHaveLength(18);
+    expect(ofType(platform, "AWS::CloudWatch::Alarm")).toHaveLength(32);
   });
 
   it("deploys the same function as this repository's NodejsFunction: same code, handler, runtime, settings", () => {

@@ -315,7 +315,12 @@ describe("reconcileMesh after a VIP_CIDR change", () => {
     expect(world.telemetry.total(METRIC.renumbered)).toBe(4);
     const warnings = world.telemetry.linesAt("warn");
     expect(warnings.map((line) => line.data)).toContainEqual(
-      expect.objectContaining({ mesh: "m1", service: "a", from: "240.0.0.0", to: "240.0.0.16" }),
+      expect.objectContaining({
+        mesh: "m1",
+        kumaService: "a",
+        from: "240.0.0.0",
+        to: "240.0.0.16",
+      }),
     );
     // The old address stays with its service: a mesh not yet renumbered may still list it.
     expect(world.claims.addressClaim("240.0.0.0")?.owner).toBe("a");

@@ -32,6 +32,8 @@ export interface BatchSettings extends PassSettings {
   readonly onOutcome?: (outcome: MeshOutcome) => void;
   /** Called with each mesh that failed and is reported back to the event source. */
   readonly onFailure?: (mesh: string, error: unknown) => void;
+  /** Called with the batch's lag (its oldest record's age, ms) before any pass (lag-note.ts). */
+  readonly noteLag?: (lagMs: number) => Promise<void>;
 }
 
 /**
@@ -79,7 +81,9 @@ export async function processBatch(
     }
   }
   if (oldest !== undefined) {
-    telemetry.metric(METRIC.streamLagMs, "Milliseconds", Math.max(0, settings.now() - oldest));
+    const lagMs = Math.max(0, settings.now() - oldest);
+    telemetry.metric(METRIC.streamLagMs, "Milliseconds", lagMs);
+    await settings.noteLag?.(lagMs);
   }
 
   const mode = settings.serviceSet ?? (ports.index !== undefined ? "index" : "tables");

@@ -108,7 +108,7 @@ export async function planAndClaim(
       renumbered[service] = old;
       telemetry.warn("service renumbered: its VIP lies outside VIP_CIDR", {
         mesh,
-        service,
+        kumaService: service,
         from: old,
         to: vip,
         cidr: pool.cidr,

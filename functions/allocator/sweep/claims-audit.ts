@@ -189,7 +189,7 @@ export class ClaimsAudit {
       // Never seen in tests; reported, left to a pass (a sweep must not move a listed VIP).
       this.run.ports.telemetry.error("a listed VIP is not backed by its service's claim", {
         mesh,
-        service,
+        kumaService: service,
         vip,
         claimVip: claim?.vip,
       });

@@ -1,4 +1,5 @@
-import type { Page, SweepState } from "../../store/ports.ts";
+import type { Page, StreamLagNote, SweepState } from "../../store/ports.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../event-source-settings.ts";
 import type { IndexDrift } from "../membership-index/repair.ts";
 import { indexView } from "../membership-index/view.ts";
 import { BatchIngresses } from "../pass/batch-ingresses.ts";
@@ -57,6 +58,15 @@ export class SweepRun {
   readonly pending: Pending[] = [];
   /** While true, corrections are recorded as the event path's work in flight. */
   inFlight = false;
+  /**
+   * While true (a second look while the stream lagged past the grace, decision 132), every
+   * correction is recorded as in flight too.
+   */
+  lagging = false;
+  /** The stream-lag note as last read by a second look, and when (read again after 5 s). */
+  private lagNote:
+    | { readonly at: number; readonly note: Promise<StreamLagNote | undefined> }
+    | undefined;
 
   constructor(
     readonly ports: SweepPorts,
@@ -95,7 +105,8 @@ export class SweepRun {
 
   /** Records a correction made (or, dry, found), and tells the telemetry through the corrector. */
   record(found: Repair): void {
-    const repair: Repair = this.inFlight ? { ...found, inFlight: true } : found;
+    const inFlight = this.inFlight || this.lagging;
+    const repair: Repair = inFlight ? { ...found, inFlight: true } : found;
     this.repairs.push(repair);
     this.advance({ repairs: this.state.repairs + 1 });
     this.options.onRepair?.(repair);
@@ -104,13 +115,15 @@ export class SweepRun {
       repair,
       {
         ...(repair.mesh !== undefined ? { mesh: repair.mesh } : {}),
-        ...(repair.service !== undefined ? { service: repair.service } : {}),
+        // Not `service`: Powertools Logger reserves it (the allocator's own name) and drops it.
+        ...(repair.service !== undefined ? { kumaService: repair.service } : {}),
         ...(repair.detail ?? {}),
         cycle: this.state.cycle,
         ...(backfill ? { backfill: true } : {}),
-        ...(this.inFlight ? { inFlight: true } : {}),
+        ...(inFlight ? { inFlight: true } : {}),
+        ...(this.lagging ? { streamLagged: true } : {}),
       },
-      backfill || this.inFlight,
+      backfill || inFlight,
     );
   }
 
@@ -124,6 +137,22 @@ export class SweepRun {
       this.inFlight = false;
     }
     return this.repairs.slice(before);
+  }
+
+  /**
+   * Whether the event path noted its stream lagging past the grace within the iterator-age
+   * tolerance before `firstLookAt` (or since): then what a first look found may be records
+   * still in flight, and nothing the second look corrects counts as a fault (decision 132).
+   */
+  async streamLagged(firstLookAt: number): Promise<{ lagMs: number; at: number } | undefined> {
+    const now = this.settings.now();
+    if (this.lagNote === undefined || now - this.lagNote.at > 5_000) {
+      // Unreadable: as if the stream did not lag (the repair then counts, as before 132).
+      this.lagNote = { at: now, note: this.ports.claims.streamLag().catch(() => undefined) };
+    }
+    const note = await this.lagNote.note;
+    if (note === undefined) return undefined;
+    return note.at >= firstLookAt - ITERATOR_AGE_TOLERANCE_SECONDS * 1000 ? note : undefined;
   }
 
   outOfTime(reserveMs = 0): boolean {
