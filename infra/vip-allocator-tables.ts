@@ -36,7 +36,7 @@ function tableConstructId(def: TableDefinition): string {
 
 export type TableOptions = Pick<
   TablePropsV2,
-  "removalPolicy" | "deletionProtection" | "encryption"
+  "removalPolicy" | "deletionProtection" | "encryption" | "replicas"
 >;
 
 /** A table as its definition says: keys, stream, time to live, indexes; on demand, with PITR. */

@@ -1,4 +1,4 @@
-import { Duration, Tags, Validations } from "aws-cdk-lib";
+import { Duration, Stack, Tags, Validations } from "aws-cdk-lib";
 import type { Dashboard, IAlarmAction } from "aws-cdk-lib/aws-cloudwatch";
 import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { type ITableV2, TableEncryptionV2, type TableV2 } from "aws-cdk-lib/aws-dynamodb";
@@ -49,11 +49,17 @@ import {
   DATA_READ,
   DATA_WRITE,
   grantOnTable,
-  grantReaderRequests,
+  READER_INDEX_ACTIONS,
+  READER_TABLE_ACTIONS,
   versionsIndexArn,
 } from "./vip-allocator-grants.ts";
 import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
 import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
+import {
+  type VipsGrantOptions,
+  VipsReaders,
+  validateReaderRegions,
+} from "./vip-allocator-readers.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
 import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
 import { validateProps } from "./vip-allocator-validation.ts";
@@ -66,6 +72,7 @@ export type {
   VipAllocatorTableNames,
 } from "./vip-allocator-props.ts";
 export { VIP_ALLOCATOR_DEFAULTS, VipAllocatorPropError } from "./vip-allocator-props.ts";
+export type { VipsGrantOptions } from "./vip-allocator-readers.ts";
 
 /**
  * The serverless VIP allocator: the tables (new, or existing input tables), one function
@@ -116,6 +123,9 @@ export class VipAllocator extends Construct {
   readonly vipCidr: string;
   /** Whether the vips table has a stream (the prop `vipsStream`). */
   readonly vipsStream: boolean;
+  /** The regions of the vips table's replicas for readers (the prop `readerRegions`). */
+  readonly readerRegions: readonly string[];
+  private readonly readers: VipsReaders;
 
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
@@ -152,12 +162,18 @@ export class VipAllocator extends Construct {
     }
     const inputTables = [this.meshesTable, this.dataplanesTable];
     if (this.externalServicesTable) inputTables.push(this.externalServicesTable);
+    // Replicas of the vips table only, for readers in other regions (decision 121).
+    this.readerRegions = validateReaderRegions(props.readerRegions, Stack.of(this), this.node.path);
+    this.readers = new VipsReaders(this.readerRegions, tableOptions.encryption, this.node.path);
     this.vipsTable = createTable(
       this,
       this.vipsStream ? { ...VIPS_TABLE, stream: "NEW_AND_OLD_IMAGES" } : VIPS_TABLE,
       props.tableNames?.vips,
-      tableOptions,
+      this.readerRegions.length > 0
+        ? { ...tableOptions, replicas: this.readers.replicaProps() }
+        : tableOptions,
     );
+    this.readers.attach(this.vipsTable);
     this.claimsTable = createTable(this, CLAIMS_TABLE, props.tableNames?.claims, tableOptions);
     this.indexTable = createTable(this, INDEX_TABLE, props.tableNames?.index, tableOptions);
 
@@ -303,11 +319,17 @@ export class VipAllocator extends Construct {
   }
 
   /**
-   * Lets a downstream service read the VIP items (GetItem by `mesh`, Query, Scan): the
-   * public output of the allocator. The private `claims` table is not included.
+   * Lets a downstream service read the VIP items (TableV2's `readData` actions on the table and
+   * its `versions` index), in every region of the table unless `options.regions` says fewer.
+   * The private `claims` table is not included. A principal of another account gets the
+   * statements on the table's resource-based policies instead (decision 120).
    */
-  grantRead(grantee: IGrantable): Grant {
-    return grantOnTable(this.vipsTable, grantee, DATA_READ, true);
+  grantRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
+    return this.readers.grantRead(
+      grantee,
+      { tableActions: DATA_READ, indexActions: DATA_READ },
+      options,
+    );
   }
 
   /**
@@ -316,10 +338,21 @@ export class VipAllocator extends Construct {
    * mesh without the index) and `Scan` (the probe without the index: `probe: "table"`,
    * `consistentRead: true`, or a reader denied the index). On the `versions` index: `Scan` (the
    * default probe) and `Query` (the probe of a listed mesh). The table's customer-managed key,
-   * if any: `kms:Decrypt`.
+   * if any: `kms:Decrypt`. Every replica (`readerRegions`) is covered unless `options.regions`
+   * says fewer.
+   *
+   * A principal of another account (a role's ARN, an account) gets no IAM policy here: the
+   * replicas' resource-based policies allow it `GetItem`, `Query` and `Scan` on the table and its
+   * indexes, and a customer-managed key's policy `kms:Decrypt` through DynamoDB. Its own account
+   * must allow the same on its side (docs/readers.md). The AWS-managed key (the default
+   * `tableEncryption`) cannot be shared with another account: such a grant fails synth.
    */
-  grantReadVips(grantee: IGrantable): Grant {
-    return grantReaderRequests(this.vipsTable, grantee);
+  grantReadVips(grantee: IGrantable, options?: VipsGrantOptions): Grant {
+    return this.readers.grantRead(
+      grantee,
+      { tableActions: READER_TABLE_ACTIONS, indexActions: READER_INDEX_ACTIONS },
+      options,
+    );
   }
 
   /** The ARN of the vips table's `versions` index (the reader's default probe). */
@@ -327,17 +360,24 @@ export class VipAllocator extends Construct {
     return versionsIndexArn(this.vipsTable);
   }
 
+  /** The ARN of the vips table's replica in a region (the home region's: the table's ARN). */
+  vipsTableArnIn(region: string): string {
+    return this.readers.tableArn(region);
+  }
+
   /**
    * Lets a downstream consumer read the `vips` table's change feed (DescribeStream, GetRecords,
-   * GetShardIterator, ListStreams). Needs the prop `vipsStream: true`.
+   * GetShardIterator, ListStreams): the home region's stream unless `options.regions` names
+   * replicas'. A principal of another account gets the stream's resource-based policy instead.
+   * Needs the prop `vipsStream: true`.
    */
-  grantVipsStreamRead(grantee: IGrantable): Grant {
+  grantVipsStreamRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
     if (!this.vipsStream) {
       throw new Error(
         `VipAllocator at '${this.node.path}': the vips table has no stream; set vipsStream: true`,
       );
     }
-    return this.vipsTable.grantStreamRead(grantee);
+    return this.readers.grantStreamRead(grantee, options);
   }
 
   private addStream(
