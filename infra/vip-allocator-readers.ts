@@ -52,40 +52,6 @@ export const STREAM_READ_ACTIONS = [
   "dynamodb:GetShardIterator",
 ] as const;
 
-/** AWS region names: `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1`. */
-const REGION = /^[a-z]{2}(-[a-z]+)+-\d{1,2}$/;
-
-/** Checks `readerRegions` against the stack's region; returns them (empty when not given). */
-export function validateReaderRegions(
-  given: readonly string[] | undefined,
-  stack: Stack,
-  path: string,
-): readonly string[] {
-  if (given === undefined) return [];
-  const fail = (value: unknown, reason: string) =>
-    new VipAllocatorPropError("readerRegions", value, reason).at(path);
-  if (!Array.isArray(given)) throw fail(given, "expected an array of region names");
-  if (given.length === 0) return [];
-  if (Token.isUnresolved(stack.region)) {
-    throw fail(
-      given.join(", "),
-      "replicas need a stack with an explicit region (StackProps env: { account, region })",
-    );
-  }
-  const seen = new Set<string>();
-  for (const region of given) {
-    if (typeof region !== "string" || Token.isUnresolved(region) || !REGION.test(region)) {
-      throw fail(region, "expected a region name such as eu-west-1 (not a token)");
-    }
-    if (region === stack.region) {
-      throw fail(region, "is the stack's own region, where the vips table already is");
-    }
-    if (seen.has(region)) throw fail(region, "is listed twice");
-    seen.add(region);
-  }
-  return [...seen];
-}
-
 /** The account of a principal, when it is known at synth time (a role, an account, an ARN). */
 function accountOf(principal: IPrincipal): string | undefined {
   if (principal.principalAccount !== undefined) return principal.principalAccount;

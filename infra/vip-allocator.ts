@@ -1,4 +1,4 @@
-import { Duration, Stack, Tags, Validations } from "aws-cdk-lib";
+import { Duration, Tags, Validations } from "aws-cdk-lib";
 import type { Dashboard, IAlarmAction } from "aws-cdk-lib/aws-cloudwatch";
 import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { type ITableV2, TableEncryptionV2, type TableV2 } from "aws-cdk-lib/aws-dynamodb";
@@ -55,11 +55,8 @@ import {
 } from "./vip-allocator-grants.ts";
 import { type VipAllocatorAlarms, VipAllocatorMonitoring } from "./vip-allocator-monitoring.ts";
 import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
-import {
-  type VipsGrantOptions,
-  VipsReaders,
-  validateReaderRegions,
-} from "./vip-allocator-readers.ts";
+import type { VipsGrantOptions, VipsReaders } from "./vip-allocator-readers.ts";
+import { createVipsTable } from "./vip-allocator-replicas.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
 import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
 import { validateProps } from "./vip-allocator-validation.ts";
@@ -162,18 +159,9 @@ export class VipAllocator extends Construct {
     }
     const inputTables = [this.meshesTable, this.dataplanesTable];
     if (this.externalServicesTable) inputTables.push(this.externalServicesTable);
-    // Replicas of the vips table only, for readers in other regions (decision 121).
-    this.readerRegions = validateReaderRegions(props.readerRegions, Stack.of(this), this.node.path);
-    this.readers = new VipsReaders(this.readerRegions, tableOptions.encryption, this.node.path);
-    this.vipsTable = createTable(
-      this,
-      this.vipsStream ? { ...VIPS_TABLE, stream: "NEW_AND_OLD_IMAGES" } : VIPS_TABLE,
-      props.tableNames?.vips,
-      this.readerRegions.length > 0
-        ? { ...tableOptions, replicas: this.readers.replicaProps() }
-        : tableOptions,
-    );
-    this.readers.attach(this.vipsTable);
+    // With replicas in the reader regions, if any (decision 121).
+    ({ table: this.vipsTable, readers: this.readers } = createVipsTable(this, props, tableOptions));
+    this.readerRegions = this.readers.regions;
     this.claimsTable = createTable(this, CLAIMS_TABLE, props.tableNames?.claims, tableOptions);
     this.indexTable = createTable(this, INDEX_TABLE, props.tableNames?.index, tableOptions);
 
@@ -319,40 +307,26 @@ export class VipAllocator extends Construct {
   }
 
   /**
-   * Lets a downstream service read the VIP items (TableV2's `readData` actions on the table and
-   * its `versions` index), in every region of the table unless `options.regions` says fewer.
-   * The private `claims` table is not included. A principal of another account gets the
-   * statements on the table's resource-based policies instead (decision 120).
+   * Lets a downstream service read the VIP items: TableV2's `readData` actions on the table and
+   * its `versions` index. Covers every replica unless `options.regions` says fewer; another
+   * account's principal gets resource-based policies instead (decision 120).
    */
   grantRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
-    return this.readers.grantRead(
-      grantee,
-      { tableActions: DATA_READ, indexActions: DATA_READ },
-      options,
-    );
+    const request = { tableActions: DATA_READ, indexActions: DATA_READ };
+    return this.readers.grantRead(grantee, request, options);
   }
 
   /**
-   * Lets a `VipReader` (or `vips dns`) read the VIPs, and nothing more: exactly the requests the
-   * reader sends. On the table: `GetItem` (the fetch of a moved item, and the probe of a listed
-   * mesh without the index) and `Scan` (the probe without the index: `probe: "table"`,
-   * `consistentRead: true`, or a reader denied the index). On the `versions` index: `Scan` (the
-   * default probe) and `Query` (the probe of a listed mesh). The table's customer-managed key,
-   * if any: `kms:Decrypt`. Every replica (`readerRegions`) is covered unless `options.regions`
-   * says fewer.
-   *
-   * A principal of another account (a role's ARN, an account) gets no IAM policy here: the
-   * replicas' resource-based policies allow it `GetItem`, `Query` and `Scan` on the table and its
-   * indexes, and a customer-managed key's policy `kms:Decrypt` through DynamoDB. Its own account
-   * must allow the same on its side (docs/readers.md). The AWS-managed key (the default
-   * `tableEncryption`) cannot be shared with another account: such a grant fails synth.
+   * Lets a `VipReader` (or `vips dns`) read the VIPs, and nothing more: `GetItem` and `Scan` on
+   * the table, `Scan` and `Query` on its `versions` index, `kms:Decrypt` on a customer-managed
+   * key; on every replica (`readerRegions`) unless `options.regions` says fewer. A principal of
+   * another account gets no IAM policy here but the replicas' resource-based policies
+   * (`GetItem`, `Query`, `Scan`) and the key policy's `kms:Decrypt` through DynamoDB; under the
+   * AWS-managed key (the default `tableEncryption`) that fails synth (decision 120).
    */
   grantReadVips(grantee: IGrantable, options?: VipsGrantOptions): Grant {
-    return this.readers.grantRead(
-      grantee,
-      { tableActions: READER_TABLE_ACTIONS, indexActions: READER_INDEX_ACTIONS },
-      options,
-    );
+    const request = { tableActions: READER_TABLE_ACTIONS, indexActions: READER_INDEX_ACTIONS };
+    return this.readers.grantRead(grantee, request, options);
   }
 
   /** The ARN of the vips table's `versions` index (the reader's default probe). */
@@ -360,16 +334,15 @@ export class VipAllocator extends Construct {
     return versionsIndexArn(this.vipsTable);
   }
 
-  /** The ARN of the vips table's replica in a region (the home region's: the table's ARN). */
+  /** The ARN of the vips table's replica in a region (the home region's is the table's ARN). */
   vipsTableArnIn(region: string): string {
     return this.readers.tableArn(region);
   }
 
   /**
-   * Lets a downstream consumer read the `vips` table's change feed (DescribeStream, GetRecords,
-   * GetShardIterator, ListStreams): the home region's stream unless `options.regions` names
-   * replicas'. A principal of another account gets the stream's resource-based policy instead.
-   * Needs the prop `vipsStream: true`.
+   * Lets a consumer read the `vips` table's change feed (DescribeStream, GetRecords,
+   * GetShardIterator, ListStreams): the home region's stream, or the regions given; another
+   * account's principal through the stream's resource-based policy. Needs `vipsStream: true`.
    */
   grantVipsStreamRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
     if (!this.vipsStream) {
