@@ -158,7 +158,8 @@ function clientOf(options: VipReaderOptions): DynamoDBClient {
 
 export class VipReader {
   readonly table: string;
-  private readonly client: DynamoDBClient;
+  /** The client the reader sends with: the one given, or the one it built (`region`, ...). */
+  readonly client: DynamoDBClient;
   private readonly consistent: boolean;
   private readonly fixedMeshes: readonly string[] | undefined;
   private readonly onMalformed: (item: MalformedItem) => void;
