@@ -14,6 +14,7 @@ export {
   VipAllocatorPropError,
   type VipAllocatorProps,
   type VipAllocatorTableNames,
+  type VipsGrantOptions,
 } from "./vip-allocator.ts";
 export {
   CONTEXT_KEYS,

@@ -53,22 +53,3 @@ export function grantOnTable(
   }
   return grant;
 }
-
-/**
- * Exactly the requests a `VipReader` sends: `GetItem` and `Scan` on the table, `Query` and
- * `Scan` on its `versions` index, and the table's customer-managed key, if any, to decrypt.
- */
-export function grantReaderRequests(table: TableV2, grantee: IGrantable): Grant {
-  const onTable = Grant.addToPrincipal({
-    grantee,
-    actions: [...READER_TABLE_ACTIONS],
-    resourceArns: [table.tableArn],
-  });
-  const onIndex = Grant.addToPrincipal({
-    grantee,
-    actions: [...READER_INDEX_ACTIONS],
-    resourceArns: [versionsIndexArn(table)],
-  });
-  table.encryptionKey?.grantDecrypt(grantee);
-  return onTable.combine(onIndex);
-}

@@ -180,6 +180,16 @@ export interface VipAllocatorProps {
    */
   readonly vipsStream?: boolean;
   /**
+   * Regions where readers read the VIPs from a replica of the `vips` table (a DynamoDB global
+   * table replica, with the `versions` index). Only the vips table is replicated: the allocator
+   * writes it in the stack's region alone, and its claims and index tables stay there. Needs a
+   * stack with an explicit region. `grantReadVips` covers every replica. Each item write is
+   * written again in every replica (billed there): docs/deploy.md ("Readers in other regions").
+   *
+   * @default [] (the vips table in the stack's region only)
+   */
+  readonly readerRegions?: readonly string[];
+  /**
    * How long each event source waits to fill a batch (whole seconds, 0 to 300). Longer windows
    * put more records in one invocation (fewer writes per event at low traffic) and delay every
    * change by up to the window; the repair sweep's grace before it counts drift grows with it.

@@ -11,8 +11,14 @@ import {
 } from "aws-cdk-lib/aws-dynamodb";
 import type { Construct } from "constructs";
 import { parseStreamArn } from "../functions/store/stream-arn.ts";
-import type { KeyDefinition, TableDefinition } from "../functions/store/table-definitions.ts";
-import type { ExistingInputTable } from "./vip-allocator-props.ts";
+import {
+  DATAPLANES_TABLE,
+  EXTERNAL_SERVICES_TABLE,
+  type KeyDefinition,
+  MESHES_TABLE,
+  type TableDefinition,
+} from "../functions/store/table-definitions.ts";
+import type { ExistingInputTable, VipAllocatorProps } from "./vip-allocator-props.ts";
 
 /**
  * The construct's tables, from the one table definition of each
@@ -36,7 +42,7 @@ function tableConstructId(def: TableDefinition): string {
 
 export type TableOptions = Pick<
   TablePropsV2,
-  "removalPolicy" | "deletionProtection" | "encryption"
+  "removalPolicy" | "deletionProtection" | "encryption" | "replicas"
 >;
 
 /** A table as its definition says: keys, stream, time to live, indexes; on demand, with PITR. */
@@ -119,4 +125,37 @@ function renderedReplicas(cfn: CfnGlobalTable): { Region?: unknown }[] {
   const replicas = Stack.of(cfn).resolve(cfn.replicas);
   if (!Array.isArray(replicas)) return [];
   return (replicas as { region?: unknown }[]).map((replica) => ({ Region: replica?.region }));
+}
+
+/**
+ * The input tables: each imported when the props name an existing one, else created (the
+ * external-services table only with `externalServices: true`).
+ */
+export function createInputTables(
+  scope: Construct,
+  props: VipAllocatorProps,
+  options: TableOptions,
+): { meshes: ITableV2; dataplanes: ITableV2; externalServices?: ITableV2 } {
+  const names = props.tableNames;
+  const existingExternal = props.existingExternalServicesTable;
+  return {
+    meshes: props.existingMeshesTable
+      ? importInputTable(scope, MESHES_TABLE, props.existingMeshesTable)
+      : createTable(scope, MESHES_TABLE, names?.meshes, options),
+    dataplanes: props.existingDataplanesTable
+      ? importInputTable(scope, DATAPLANES_TABLE, props.existingDataplanesTable)
+      : createTable(scope, DATAPLANES_TABLE, names?.dataplanes, options),
+    ...(existingExternal
+      ? { externalServices: importInputTable(scope, EXTERNAL_SERVICES_TABLE, existingExternal) }
+      : props.externalServices === true
+        ? {
+            externalServices: createTable(
+              scope,
+              EXTERNAL_SERVICES_TABLE,
+              names?.externalServices,
+              options,
+            ),
+          }
+        : {}),
+  };
 }

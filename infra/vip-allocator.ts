@@ -49,13 +49,16 @@ import {
   DATA_READ,
   DATA_WRITE,
   grantOnTable,
-  grantReaderRequests,
+  READER_INDEX_ACTIONS,
+  READER_TABLE_ACTIONS,
   versionsIndexArn,
 } from "./vip-allocator-grants.ts";
 import { monitorAllocator, type VipAllocatorAlarms } from "./vip-allocator-monitoring.ts";
 import { VIP_ALLOCATOR_DEFAULTS, type VipAllocatorProps } from "./vip-allocator-props.ts";
+import type { VipsGrantOptions, VipsReaders } from "./vip-allocator-readers.ts";
+import { createVipsTable } from "./vip-allocator-replicas.ts";
 import { addSweepSchedule } from "./vip-allocator-schedule.ts";
-import { createTable, guardSingleRegion, importInputTable } from "./vip-allocator-tables.ts";
+import { createInputTables, createTable, guardSingleRegion } from "./vip-allocator-tables.ts";
 import { validateProps } from "./vip-allocator-validation.ts";
 
 export { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "./vip-allocator-grants.ts";
@@ -66,6 +69,7 @@ export type {
   VipAllocatorTableNames,
 } from "./vip-allocator-props.ts";
 export { VIP_ALLOCATOR_DEFAULTS, VipAllocatorPropError } from "./vip-allocator-props.ts";
+export type { VipsGrantOptions } from "./vip-allocator-readers.ts";
 
 /**
  * The serverless VIP allocator: the tables (new, or existing input tables), one function
@@ -123,6 +127,9 @@ export class VipAllocator extends Construct {
   readonly serviceName: string;
   /** The CloudWatch namespace of the function's own metrics (the prop `metricsNamespace`). */
   readonly metricsNamespace: string;
+  /** The regions of the vips table's replicas for readers (the prop `readerRegions`). */
+  readonly readerRegions: readonly string[];
+  private readonly readers: VipsReaders;
 
   constructor(scope: Construct, id: string, props: VipAllocatorProps = {}) {
     super(scope, id);
@@ -138,35 +145,17 @@ export class VipAllocator extends Construct {
       deletionProtection: resolved.deletionProtection,
       encryption: props.tableEncryption ?? TableEncryptionV2.awsManagedKey(),
     };
-    this.meshesTable = props.existingMeshesTable
-      ? importInputTable(this, MESHES_TABLE, props.existingMeshesTable)
-      : createTable(this, MESHES_TABLE, props.tableNames?.meshes, tableOptions);
-    this.dataplanesTable = props.existingDataplanesTable
-      ? importInputTable(this, DATAPLANES_TABLE, props.existingDataplanesTable)
-      : createTable(this, DATAPLANES_TABLE, props.tableNames?.dataplanes, tableOptions);
+    ({
+      meshes: this.meshesTable,
+      dataplanes: this.dataplanesTable,
+      externalServices: this.externalServicesTable,
+    } = createInputTables(this, props, tableOptions));
     const existingExternal = props.existingExternalServicesTable;
-    if (existingExternal) {
-      this.externalServicesTable = importInputTable(
-        this,
-        EXTERNAL_SERVICES_TABLE,
-        existingExternal,
-      );
-    } else if (props.externalServices === true) {
-      this.externalServicesTable = createTable(
-        this,
-        EXTERNAL_SERVICES_TABLE,
-        props.tableNames?.externalServices,
-        tableOptions,
-      );
-    }
     const inputTables = [this.meshesTable, this.dataplanesTable];
     if (this.externalServicesTable) inputTables.push(this.externalServicesTable);
-    this.vipsTable = createTable(
-      this,
-      this.vipsStream ? { ...VIPS_TABLE, stream: "NEW_AND_OLD_IMAGES" } : VIPS_TABLE,
-      props.tableNames?.vips,
-      tableOptions,
-    );
+    // With replicas in the reader regions, if any (decision 121).
+    ({ table: this.vipsTable, readers: this.readers } = createVipsTable(this, props, tableOptions));
+    this.readerRegions = this.readers.regions;
     this.claimsTable = createTable(this, CLAIMS_TABLE, props.tableNames?.claims, tableOptions);
     this.indexTable = createTable(this, INDEX_TABLE, props.tableNames?.index, tableOptions);
 
@@ -303,23 +292,26 @@ export class VipAllocator extends Construct {
   }
 
   /**
-   * Lets a downstream service read the VIP items (GetItem by `mesh`, Query, Scan): the
-   * public output of the allocator. The private `claims` table is not included.
+   * Lets a downstream service read the VIP items: TableV2's `readData` actions on the table and
+   * its `versions` index. Covers every replica unless `options.regions` says fewer; another
+   * account's principal gets resource-based policies instead (decision 120).
    */
-  grantRead(grantee: IGrantable): Grant {
-    return grantOnTable(this.vipsTable, grantee, DATA_READ, true);
+  grantRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
+    const request = { tableActions: DATA_READ, indexActions: DATA_READ };
+    return this.readers.grantRead(grantee, request, options);
   }
 
   /**
-   * Lets a `VipReader` (or `vips dns`) read the VIPs, and nothing more: exactly the requests the
-   * reader sends. On the table: `GetItem` (the fetch of a moved item, and the probe of a listed
-   * mesh without the index) and `Scan` (the probe without the index: `probe: "table"`,
-   * `consistentRead: true`, or a reader denied the index). On the `versions` index: `Scan` (the
-   * default probe) and `Query` (the probe of a listed mesh). The table's customer-managed key,
-   * if any: `kms:Decrypt`.
+   * Lets a `VipReader` (or `vips dns`) read the VIPs, and nothing more: `GetItem` and `Scan` on
+   * the table, `Scan` and `Query` on its `versions` index, `kms:Decrypt` on a customer-managed
+   * key; on every replica (`readerRegions`) unless `options.regions` says fewer. A principal of
+   * another account gets no IAM policy here but the replicas' resource-based policies
+   * (`GetItem`, `Query`, `Scan`) and the key policy's `kms:Decrypt` through DynamoDB; under the
+   * AWS-managed key (the default `tableEncryption`) that fails synth (decision 120).
    */
-  grantReadVips(grantee: IGrantable): Grant {
-    return grantReaderRequests(this.vipsTable, grantee);
+  grantReadVips(grantee: IGrantable, options?: VipsGrantOptions): Grant {
+    const request = { tableActions: READER_TABLE_ACTIONS, indexActions: READER_INDEX_ACTIONS };
+    return this.readers.grantRead(grantee, request, options);
   }
 
   /**
@@ -341,17 +333,23 @@ export class VipAllocator extends Construct {
     return versionsIndexArn(this.vipsTable);
   }
 
+  /** The ARN of the vips table's replica in a region (the home region's is the table's ARN). */
+  vipsTableArnIn(region: string): string {
+    return this.readers.tableArn(region);
+  }
+
   /**
-   * Lets a downstream consumer read the `vips` table's change feed (DescribeStream, GetRecords,
-   * GetShardIterator, ListStreams). Needs the prop `vipsStream: true`.
+   * Lets a consumer read the `vips` table's change feed (DescribeStream, GetRecords,
+   * GetShardIterator, ListStreams): the home region's stream, or the regions given; another
+   * account's principal through the stream's resource-based policy. Needs `vipsStream: true`.
    */
-  grantVipsStreamRead(grantee: IGrantable): Grant {
+  grantVipsStreamRead(grantee: IGrantable, options?: VipsGrantOptions): Grant {
     if (!this.vipsStream) {
       throw new Error(
         `VipAllocator at '${this.node.path}': the vips table has no stream; set vipsStream: true`,
       );
     }
-    return this.vipsTable.grantStreamRead(grantee);
+    return this.readers.grantStreamRead(grantee, options);
   }
 
   private addStream(

@@ -9,6 +9,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
+import { hostEntry, splitHosts } from "../functions/domain/hosts.ts";
 import type { VipItem } from "../functions/domain/types.ts";
 import { toAttributeMap } from "../functions/store/attribute-values.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
@@ -26,6 +27,10 @@ export interface ExpectedView {
   readonly vips: Record<string, string>;
   readonly unallocated: Record<string, string>;
   readonly leaving: readonly string[];
+  /** External services' hosts -> VIP (`hosts`; in format 2 inside the payload). */
+  readonly hosts: Record<string, string>;
+  /** Hosts without a VIP -> reason (`unallocatedHosts`). */
+  readonly unallocatedHosts: Record<string, string>;
 }
 
 export interface Vector {
@@ -168,6 +173,49 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
       description: "Format 2 with an IPv6 range (1,600 services).",
       item: item("large-six", 5, "fd00:ab::/64", record(sequence(1600, ipv6))),
     },
+    {
+      name: "format1-hosts",
+      description:
+        "External services' hosts: `hosts` (host -> VIP) and `unallocatedHosts` (host -> reason) are apart from `vips`; a host may be spelled like a service (`web`) and is not that service.",
+      item: {
+        ...item(
+          "edge",
+          6,
+          "240.0.0.0/4",
+          record([
+            ["web", "240.0.0.20"],
+            ["httpbin_kuma-demo_svc_443", "240.0.0.21"],
+            [hostEntry("httpbin.org"), "240.0.0.22"],
+            [hostEntry("api.example.com"), "240.0.0.23"],
+            [hostEntry("web"), "240.0.0.24"],
+          ]),
+        ),
+        unallocated: record([
+          [hostEntry("late.example.org"), "VIP range 240.0.0.0/4 is exhausted"],
+        ]),
+        leaving: [hostEntry("old.example.net")],
+      },
+    },
+    {
+      name: "format2-hosts",
+      description:
+        "Format 2 with hosts: `hosts` and `unallocatedHosts` are fields of the gzip JSON payload, not attributes.",
+      item: {
+        ...item(
+          "large-edge",
+          11,
+          "240.0.0.0/4",
+          record([
+            ...sequence(1600, ipv4),
+            [hostEntry("httpbin.org"), "240.0.100.22"],
+            [hostEntry("constructor.example.com"), "240.0.100.23"],
+          ]),
+        ),
+        unallocated: record([
+          [hostEntry("late.example.org"), "VIP range 240.0.0.0/4 is exhausted"],
+        ]),
+      },
+    },
   ];
 }
 
@@ -187,6 +235,9 @@ function attributeJson(value: AttributeValue): unknown {
 export function generateVectors(): Vector[] {
   return cases().map(({ name, description, item: vipItem, extra }) => {
     const { stored } = encodeVipItem(vipItem);
+    // The item lists hosts apart from services (the allocator's `host/<host>` entries split).
+    const vips = splitHosts(vipItem.vips);
+    const unallocated = splitHosts(vipItem.unallocated ?? {});
     // The project's own marshalling (the SDK's `marshall` drops a `__proto__` key).
     const marshalled = toAttributeMap({ ...stored, ...(extra ?? {}) });
     return {
@@ -200,9 +251,11 @@ export function generateVectors(): Vector[] {
         cidr: vipItem.cidr,
         updatedAt: vipItem.updatedAt,
         format: stored.format === 2 ? 2 : 1,
-        vips: vipItem.vips,
-        unallocated: vipItem.unallocated ?? {},
+        vips: vips.services,
+        unallocated: unallocated.services,
         leaving: vipItem.leaving ?? [],
+        hosts: vips.hosts,
+        unallocatedHosts: unallocated.hosts,
       },
     };
   });

@@ -15,7 +15,9 @@ export type VipReaderErrorCode =
   /** A stream image or item that is not a VIP item (only thrown by the pure decoders). */
   | "MALFORMED_ITEM"
   /** `watch`'s onChange callback threw (reported to onError; watching goes on). */
-  | "LISTENER_ERROR";
+  | "LISTENER_ERROR"
+  /** The reader's options contradict each other or name a bad value (thrown by the constructor). */
+  | "INVALID_OPTIONS";
 
 const RETRYABLE: ReadonlySet<VipReaderErrorCode> = new Set(["THROTTLED", "DYNAMODB_ERROR"]);
 

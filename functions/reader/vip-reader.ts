@@ -14,7 +14,11 @@
  * Then a GetItem of the full item only for meshes whose version (or incarnation) moved. Reads
  * are eventually consistent unless `consistentRead: true`.
  */
-import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import {
+  DynamoDBClient,
+  type DynamoDBClientConfig,
+  GetItemCommand,
+} from "@aws-sdk/client-dynamodb";
 import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
 import { resolveTableNames } from "../store/table-definitions.ts";
 import { diffSnapshots, isEmptyDiff, type SnapshotDiff } from "./diff.ts";
@@ -40,8 +44,26 @@ import {
 export type { ProbeFallback } from "./version-probe.ts";
 
 export interface VipReaderOptions {
-  /** A DynamoDB client (region, credentials, endpoint are the caller's). */
-  readonly client: DynamoDBClient;
+  /**
+   * A DynamoDB client (region, credentials, endpoint are the caller's). Give it, or let the
+   * reader build one from `region`, `endpoint` and `credentials` (not both).
+   */
+  readonly client?: DynamoDBClient;
+  /**
+   * The region to read in: the nearest replica of the vips table (the construct's
+   * `readerRegions`), for a client the reader builds. @default the SDK's (`AWS_REGION`, ...)
+   */
+  readonly region?: string;
+  /**
+   * A DynamoDB endpoint URL (a local engine such as DynamoDB Local, a VPC endpoint), for a
+   * client the reader builds. @default the region's public endpoint
+   */
+  readonly endpoint?: string;
+  /**
+   * Credentials for a client the reader builds (a local engine accepts any, e.g.
+   * `{ accessKeyId: "local", secretAccessKey: "local" }`). @default the SDK's provider chain
+   */
+  readonly credentials?: DynamoDBClientConfig["credentials"];
   /** The vips table. @default `VIPS_TABLE` from the environment, else "vips" */
   readonly table?: string;
   /**
@@ -106,9 +128,38 @@ function defaultMalformed(item: MalformedItem): void {
   );
 }
 
+/** The given client, or one built from `region`, `endpoint` and `credentials`. */
+function clientOf(options: VipReaderOptions): DynamoDBClient {
+  const { client, region, endpoint, credentials } = options;
+  const building = { region, endpoint, credentials };
+  const given = Object.entries(building).filter(([, value]) => value !== undefined);
+  if (client !== undefined) {
+    if (given.length === 0) return client;
+    throw new VipReaderError(
+      "INVALID_OPTIONS",
+      `VipReader: give a client, or ${given.map(([name]) => name).join(" and ")} for the ` +
+        "client the reader builds, not both",
+    );
+  }
+  if (endpoint !== undefined && !/^https?:\/\/[^/]/.test(endpoint)) {
+    throw new VipReaderError(
+      "INVALID_OPTIONS",
+      `VipReader: endpoint ${JSON.stringify(endpoint)} is not an http(s) URL`,
+    );
+  }
+  if (region !== undefined && !/^[a-z0-9-]{1,64}$/.test(region)) {
+    throw new VipReaderError(
+      "INVALID_OPTIONS",
+      `VipReader: region ${JSON.stringify(region)} is not a region name`,
+    );
+  }
+  return new DynamoDBClient(Object.fromEntries(given) as DynamoDBClientConfig);
+}
+
 export class VipReader {
   readonly table: string;
-  private readonly client: DynamoDBClient;
+  /** The client the reader sends with: the one given, or the one it built (`region`, ...). */
+  readonly client: DynamoDBClient;
   private readonly consistent: boolean;
   private readonly fixedMeshes: readonly string[] | undefined;
   private readonly onMalformed: (item: MalformedItem) => void;
@@ -124,7 +175,7 @@ export class VipReader {
   private stats: RefreshStats = { probeRequests: 0, fetches: 0, meshes: 0 };
 
   constructor(options: VipReaderOptions) {
-    this.client = options.client;
+    this.client = clientOf(options);
     this.table = options.table ?? resolveTableNames(process.env).vips;
     this.consistent = options.consistentRead === true;
     this.fixedMeshes = options.meshes === undefined ? undefined : [...new Set(options.meshes)];

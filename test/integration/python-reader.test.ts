@@ -1,11 +1,12 @@
 /**
  * The Python reader (examples/python/vip_reader.py, boto3) run as a subprocess: it decodes every
- * test vector to its expected result, reads live meshes of both formats from the local engine,
+ * test vector to its expected result (hosts included) and answers every lookup on them as the
+ * Node reader does, reads live meshes of both formats from the local engine,
  * and follows the table with the version probe (a refresh that finds nothing moved fetches
  * nothing; a change is fetched once).
  */
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -13,9 +14,13 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VipItem } from "../../functions/domain/types.ts";
+import { type MeshView, meshViewOf, VipSnapshot } from "../../functions/reader/index.ts";
+import { fromAttributeMap } from "../../functions/store/attribute-values.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import { pythonAnswers, snapshotAnswers } from "../fixtures/reader-answers.ts";
+import { type DynamoJson, fromDynamoJson } from "../fixtures/vip-item-schema.ts";
 import { createWorld, dataplane, startEmulator, type World } from "./harness.ts";
 
 const run = promisify(execFile);
@@ -72,8 +77,50 @@ function big(mesh: string, count: number): VipItem {
 describe("the Python reader (examples/python, boto3)", () => {
   it("decodes every test vector to its expected result", async () => {
     const out = await python("vectors", VECTORS);
-    expect(out.stdout).toContain("9 of 9 vectors decoded as expected");
+    const count = readdirSync(VECTORS).filter((file) => file.endsWith(".json")).length;
+    expect(count).toBe(11);
+    expect(out.stdout).toContain(`${count} of ${count} vectors decoded as expected`);
+    expect(out.stdout).toContain("ok format1-hosts (2 services, 3 hosts, format 1)");
+    expect(out.stdout).toContain("ok format2-hosts (1600 services, 2 hosts, format 2)");
     expect(out.code).toBe(0);
+  });
+
+  it("answers every lookup on the vectors as the Node reader does (services, VIPs, hosts)", async () => {
+    const views = new Map<string, MeshView>();
+    for (const file of readdirSync(VECTORS).filter((name) => name.endsWith(".json"))) {
+      const { item } = JSON.parse(readFileSync(join(VECTORS, file), "utf8")) as {
+        item: DynamoJson;
+      };
+      const { view, issues } = meshViewOf(fromAttributeMap(fromDynamoJson(item)));
+      expect(issues).toEqual([]);
+      if (view !== undefined) views.set(view.mesh, view);
+    }
+    const node = snapshotAnswers(new VipSnapshot(views));
+    const out = await python("answers", "--vectors", VECTORS);
+    expect(out.code).toBe(0);
+    const py = pythonAnswers(out.stdout);
+    expect(py).toEqual(node);
+    // What the comparison covers: hosts of both formats, a host in two meshes with two VIPs (the
+    // tie goes to the smaller text), a host spelled like a service, and __proto__ as a service.
+    const hosts = new Map(node.hosts);
+    expect(hosts.get("httpbin.org")).toEqual({
+      host: "httpbin.org",
+      vip: "240.0.0.22",
+      meshes: ["edge"],
+    });
+    expect(hosts.get("constructor.example.com")).toMatchObject({ meshes: ["large-edge"] });
+    expect(hosts.get("web")).toMatchObject({ vip: "240.0.0.24" });
+    // `web` is a service of five meshes (three say 240.0.0.0; ties by text) and a host of one.
+    expect(new Map(node.services).get("web")).toMatchObject({
+      vip: "240.0.0.0",
+      addresses: [
+        { vip: "240.0.0.0", meshes: ["default", "future", "shrinking"] },
+        { vip: "240.0.0.20", meshes: ["edge"] },
+        { vip: "fd00:ab::", meshes: ["six"] },
+      ],
+    });
+    expect(new Map(node.services).has("__proto__")).toBe(true);
+    expect(node.hostVips.map(([vip]) => vip)).toContain("240.0.0.24");
   });
 
   it("fails a vector whose expected result is wrong (the check can fail)", async () => {

@@ -388,6 +388,13 @@ describe("the scheduled sweep while the event path is busy, on the local engine"
     await writer;
     await poller.stop();
     await poller.drain();
+    // Ordinary traffic resumes: a fresh record, delivered at once, whose batch notes that the
+    // stream caught up (decision 134), so drift found from now on counts again.
+    await doc.put({
+      TableName: config.tables.dataplanes,
+      Item: dataplane("a", "after-the-storm", ["svc-0"]) as unknown as Record<string, unknown>,
+    });
+    await poller.drain();
     const quiet = await sweepHandler({ vipAllocator: "sweep", restart: true }, context);
 
     // Then a real fault: an index entry lost (as if a write had been dropped).

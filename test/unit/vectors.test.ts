@@ -57,6 +57,12 @@ describe("the test vectors", () => {
     expect(all.some((v) => Object.keys(v.unallocated).length > 0)).toBe(true);
     expect(all.some((v) => v.leaving.length > 0 && v.format === 1)).toBe(true);
     expect(all.some((v) => Object.keys(v.vips).length === 0)).toBe(true);
+    for (const format of [1, 2]) {
+      expect(all.some((v) => Object.keys(v.hosts).length > 0 && v.format === format)).toBe(true);
+      expect(
+        all.some((v) => Object.keys(v.unallocatedHosts).length > 0 && v.format === format),
+      ).toBe(true);
+    }
   });
 
   for (const vector of generated) {
@@ -75,6 +81,12 @@ describe("the test vectors", () => {
         sorted(Object.entries(expected.unallocated)),
       );
       expect(decoded.leaving ?? []).toEqual(expected.leaving);
+      expect(sorted(Object.entries(decoded.hosts ?? {}))).toEqual(
+        sorted(Object.entries(expected.hosts)),
+      );
+      expect(sorted(Object.entries(decoded.unallocatedHosts ?? {}))).toEqual(
+        sorted(Object.entries(expected.unallocatedHosts)),
+      );
 
       const { view, issues } = meshViewOf(raw);
       expect(issues).toEqual([]);
@@ -93,6 +105,10 @@ describe("the test vectors", () => {
       });
       expect(sorted(view?.vips ?? [])).toEqual(sorted(Object.entries(expected.vips)));
       expect(sorted(view?.unallocated ?? [])).toEqual(sorted(Object.entries(expected.unallocated)));
+      expect(sorted(view?.hosts ?? [])).toEqual(sorted(Object.entries(expected.hosts)));
+      expect(sorted(view?.unallocatedHosts ?? [])).toEqual(
+        sorted(Object.entries(expected.unallocatedHosts)),
+      );
     });
   }
 });

@@ -56,7 +56,53 @@ describe("the VIP item's JSON Schema (schema/)", () => {
   });
 
   it("accepts additive attributes (a reader ignores what it does not know)", () => {
-    expect(vipItemSchemaErrors({ ...stored(base), hosts: { M: { web: { S: "x" } } } })).toEqual([]);
+    expect(vipItemSchemaErrors({ ...stored(base), labels: { M: { team: { S: "x" } } } })).toEqual(
+      [],
+    );
+  });
+
+  it("describes hosts in both formats: attributes of format 1, payload fields of format 2", () => {
+    const withHosts: VipItem = {
+      ...base,
+      vips: { ...base.vips, "host/httpbin.org": "240.0.0.9" },
+      unallocated: { "host/late.example.org": "VIP range 240.0.0.0/4 is exhausted" },
+    };
+    const one = stored(withHosts);
+    expect(one.hosts).toEqual({ M: { "httpbin.org": { S: "240.0.0.9" } } });
+    expect(vipItemSchemaErrors(one)).toEqual([]);
+    const two = stored({
+      ...large(5000),
+      vips: { ...large(5000).vips, "host/api.example.com": "fd00::ffff" },
+    });
+    expect(two.hosts).toBeUndefined();
+    expect(vipItemSchemaErrors(two)).toEqual([]);
+
+    const wrong = (change: DynamoJson): string =>
+      vipItemSchemaErrors({ ...one, ...change }).join("\n");
+    expect(wrong({ hosts: { M: { "HTTPBIN.org": { S: "240.0.0.9" } } } })).toMatch(
+      /\/hosts\/M (property name )?must match pattern/,
+    );
+    expect(wrong({ hosts: { M: { "httpbin.org": { S: "not-an-ip" } } } })).toMatch(
+      /\/hosts\/M\/httpbin\.org\/S must match pattern/,
+    );
+    expect(wrong({ unallocatedHosts: { M: { "a..b": { S: "why" } } } })).toMatch(
+      /\/unallocatedHosts\/M/,
+    );
+    // Format 2 keeps hosts in the payload only.
+    expect(vipItemSchemaErrors({ ...two, hosts: one.hosts }).length).toBeGreaterThan(0);
+    const badPayload = {
+      ...two,
+      serviceCount: { N: "0" },
+      vipsGz: {
+        B: gzipJson({
+          vips: {},
+          unallocated: {},
+          leaving: [],
+          hosts: { "Bad_Host.": "240.0.0.1" },
+        }).toString("base64"),
+      },
+    };
+    expect(vipItemSchemaErrors(badPayload).join("\n")).toMatch(/payload \/hosts/);
   });
 
   it("rejects wrong items, naming the mesh and the field", () => {

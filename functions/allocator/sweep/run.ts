@@ -141,8 +141,9 @@ export class SweepRun {
 
   /**
    * Whether the event path noted its stream lagging past the grace within the iterator-age
-   * tolerance before `firstLookAt` (or since): then what a first look found may be records
-   * still in flight, and nothing the second look corrects counts as a fault (decision 132).
+   * tolerance before `firstLookAt` (or since), and did not note since that it caught up before
+   * `firstLookAt`: then what a first look found may be records still in flight, and nothing the
+   * second look corrects counts as a fault (decisions 132, 134).
    */
   async streamLagged(firstLookAt: number): Promise<{ lagMs: number; at: number } | undefined> {
     const now = this.settings.now();
@@ -152,6 +153,9 @@ export class SweepRun {
     }
     const note = await this.lagNote.note;
     if (note === undefined) return undefined;
+    // A note within the grace says the lag ended then (decision 134): only a first look
+    // before it may have met records still in flight.
+    if (note.lagMs <= this.graceMs) return note.at > firstLookAt ? note : undefined;
     return note.at >= firstLookAt - ITERATOR_AGE_TOLERANCE_SECONDS * 1000 ? note : undefined;
   }
 
