@@ -236,28 +236,109 @@ export function costTables(): string {
   return out.join("\n");
 }
 
+/**
+ * docs/deploy.md's batching-window table: units per event of the event mix the bench measures,
+ * at its largest size, modelled for a batch of _n_ records as a per-invocation part _A_/_n_
+ * plus a per-event part _B_ through the two measured points (one record per invocation, and
+ * batches of 100). Records per batch: the rate times the window (with no window, what arrives
+ * in one 0.25 s poll), at least 1, at most 100.
+ */
+export function batchingWindowTable(): string {
+  const events = JSON.parse(
+    readFileSync(`${root}bench/results/event-cost.json`, "utf8"),
+  ) as (EventCost & { readUnitsPerEvent: number; writeUnitsPerEvent: number })[];
+  const runs = events.filter((r) => r.mode === "index");
+  const largest = Math.max(...runs.map((r) => r.dataplanes));
+  const at = (delivery: string) => {
+    const found = runs.find((r) => r.dataplanes === largest && r.delivery === delivery);
+    if (!found) throw new Error(`bench/results/event-cost.json: no ${delivery} run at ${largest}`);
+    return found;
+  };
+  const single = at("single");
+  const batch = at("batch100");
+  // units(n) = A / n + B, through n = 1 and n = 100.
+  const throughBothPoints = (one: number, hundred: number) => {
+    const a = ((one - hundred) * 100) / 99;
+    return { a, b: one - a };
+  };
+  const reads = throughBothPoints(single.readUnitsPerEvent, batch.readUnitsPerEvent);
+  const writes = throughBothPoints(single.writeUnitsPerEvent, batch.writeUnitsPerEvent);
+  const rows: string[][] = [];
+  for (const rate of [1, 20]) {
+    for (const window of [0, 1, 5, 10]) {
+      const arriving = window === 0 ? rate * 0.25 : rate * window;
+      const n = Math.min(100, Math.max(1, Math.round(arriving)));
+      const latency =
+        window === 0
+          ? "0 s"
+          : n === 100 && arriving > 100
+            ? `${100 / rate} s (batch full)`
+            : `${window} s`;
+      rows.push([
+        `${window} s`,
+        String(rate),
+        String(n),
+        (reads.a / n + reads.b).toFixed(2),
+        (writes.a / n + writes.b).toFixed(2),
+        latency,
+      ]);
+    }
+  }
+  return [
+    `Measured at ${largest.toLocaleString("en-US")} dataplanes (bench/results/event-cost.json, the bench's mix of ` +
+      `${single.kinds.length} kinds): one record per invocation ${single.readUnitsPerEvent} read + ` +
+      `${single.writeUnitsPerEvent} write units per event, batches of 100 ${batch.readUnitsPerEvent} + ` +
+      `${batch.writeUnitsPerEvent}; per-invocation part _A_ and per-event part _B_: reads ` +
+      `_A_ = ${reads.a.toFixed(2)}, _B_ = ${reads.b.toFixed(2)}; writes _A_ = ${writes.a.toFixed(2)}, ` +
+      `_B_ = ${writes.b.toFixed(2)}.`,
+    "",
+    table(
+      [
+        "window",
+        "events/s",
+        "records per invocation",
+        "read units / event",
+        "write units / event",
+        "added latency (at most)",
+      ],
+      ["r", "r", "r", "r", "r", "r"],
+      rows,
+    ),
+  ].join("\n");
+}
+
 const BEGIN = "<!-- cost-tables:begin -->";
 const END = "<!-- cost-tables:end -->";
+const WINDOW_BEGIN = "<!-- batching-window:begin -->";
+const WINDOW_END = "<!-- batching-window:end -->";
 
-/** docs/measurements.md with the block between the markers replaced by `block`. */
-export function withTables(doc: string, block: string): string {
-  const from = doc.indexOf(BEGIN);
-  const to = doc.indexOf(END);
-  if (from < 0 || to < from)
-    throw new Error(`docs/measurements.md: markers ${BEGIN} ... ${END} missing`);
-  return `${doc.slice(0, from + BEGIN.length)}\n${block}\n${doc.slice(to)}`;
+/** `doc` with the block between the markers replaced by `block`. */
+export function withTables(doc: string, block: string, begin = BEGIN, end = END): string {
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  if (from < 0 || to < from) throw new Error(`markers ${begin} ... ${end} missing`);
+  return `${doc.slice(0, from + begin.length)}\n${block}\n${doc.slice(to)}`;
 }
 
 /** The block between the markers as the docs have it. */
-export function documentedTables(doc: string): string {
-  const from = doc.indexOf(BEGIN);
-  const to = doc.indexOf(END);
-  if (from < 0 || to < from) throw new Error(`markers ${BEGIN} ... ${END} missing`);
-  return doc.slice(from + BEGIN.length, to).trim();
+export function documentedTables(doc: string, begin = BEGIN, end = END): string {
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  if (from < 0 || to < from) throw new Error(`markers ${begin} ... ${end} missing`);
+  return doc.slice(from + begin.length, to).trim();
 }
+
+/** docs/deploy.md's batching-window block as the docs have it. */
+export const documentedWindowTable = (doc: string): string =>
+  documentedTables(doc, WINDOW_BEGIN, WINDOW_END);
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const path = `${root}docs/measurements.md`;
   writeFileSync(path, withTables(readFileSync(path, "utf8"), costTables()));
-  process.stderr.write("[cost-tables] docs/measurements.md updated\n");
+  const deploy = `${root}docs/deploy.md`;
+  writeFileSync(
+    deploy,
+    withTables(readFileSync(deploy, "utf8"), batchingWindowTable(), WINDOW_BEGIN, WINDOW_END),
+  );
+  process.stderr.write("[cost-tables] docs/measurements.md and docs/deploy.md updated\n");
 }

@@ -6,13 +6,24 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
-import { costTables, documentedTables, FIXED } from "../../scripts/cost-tables.ts";
+import {
+  batchingWindowTable,
+  costTables,
+  documentedTables,
+  documentedWindowTable,
+  FIXED,
+} from "../../scripts/cost-tables.ts";
 import { synth } from "../infra/synth.ts";
 
 describe("the cost tables", () => {
   it("in docs/measurements.md are the script's output (npm run docs:costs)", () => {
     const doc = readFileSync(new URL("../../docs/measurements.md", import.meta.url), "utf8");
     expect(documentedTables(doc)).toBe(costTables());
+  });
+
+  it("in docs/deploy.md's batching-window section are the script's output too", () => {
+    const doc = readFileSync(new URL("../../docs/deploy.md", import.meta.url), "utf8");
+    expect(documentedWindowTable(doc)).toBe(batchingWindowTable());
   });
 
   it("price what an allocator with default props creates", () => {
