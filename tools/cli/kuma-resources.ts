@@ -20,6 +20,24 @@ export interface KumaResource {
   readonly where: string;
 }
 
+/** A Kuma `Dataplane` as kumactl users write it; stored as-is, keyed by mesh and name. */
+export interface DataplaneDocument {
+  readonly type: "Dataplane";
+  readonly mesh: string;
+  readonly name: string;
+  readonly networking: Record<string, unknown>;
+  readonly [field: string]: unknown;
+}
+
+/** A Kuma `ExternalService` as kumactl users write it; stored as-is, keyed by mesh and name. */
+export interface ExternalServiceDocument {
+  readonly type: "ExternalService";
+  readonly mesh: string;
+  readonly name: string;
+  readonly networking: Record<string, unknown>;
+  readonly [field: string]: unknown;
+}
+
 /** A document of a file that is not a resource the tables take: where, the field, the rule. */
 export interface ParseProblem {
   readonly where: string;

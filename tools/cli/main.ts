@@ -6,8 +6,7 @@
  * per problem).
  */
 import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type AllocatorConfig, loadConfig } from "../../functions/allocator/config.ts";
 import { isAllocatorError } from "../../functions/domain/errors.ts";
@@ -277,8 +276,4 @@ export function runAsProcess(argv: readonly string[]): void {
       process.exit(exitCode);
     },
   );
-}
-
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  runAsProcess(process.argv.slice(2));
 }
