@@ -121,11 +121,13 @@ export async function demoCommand(options: {
   const ctx = new CliContext(endpoint, options.env, options.json, out);
   let poller: StreamPoller | undefined;
   let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
+  let watcher: VipWatcher | undefined;
+  let stopFollowing = () => {};
   try {
     out.note(
       `DynamoDB endpoint: ${endpoint}${emulator !== undefined ? ` (${ENGINE_NAMES[emulator.engine]}, stopped on exit)` : ""}`,
     );
-    const tables = await createTables(ctx.ddb, ctx.tables);
+    const tables = await createTables(ctx.ddb, ctx.tables, { vipsStream: true });
     out.note(`tables ready: ${tables.map((t) => t.name).join(", ")}`);
 
     const data = demoData();
@@ -173,10 +175,12 @@ export async function demoCommand(options: {
     failIfGaveUp(report);
     if (options.once) return 0;
 
-    const watcher = new VipWatcher(ctx, config.quarantineSeconds);
+    watcher = new VipWatcher(ctx, config.quarantineSeconds);
     await watcher.prime(items);
-    onBatch = (info) => watcher.onBatch(info);
+    const watching = watcher;
+    onBatch = (info) => watching.onBatch(info);
     poller.start();
+    stopFollowing = watcher.follow();
     // The DNS responder, on a free port, refreshed every second from the vips table.
     dns = await startDnsResponder({
       ctx,
@@ -200,6 +204,8 @@ export async function demoCommand(options: {
     await poller.stop();
     return 0;
   } finally {
+    stopFollowing();
+    watcher?.close();
     await dns?.stop();
     poller?.destroy();
     ctx.close();
