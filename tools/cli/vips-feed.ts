@@ -75,7 +75,15 @@ export class VipsFeed {
       for (const shard of page.StreamDescription?.Shards ?? []) {
         const id = shard.ShardId as string;
         if (this.shards.has(id)) continue;
-        this.shards.set(id, { iterator: undefined, lastSequence: undefined, start, done: false });
+        const position: ShardPosition = {
+          iterator: undefined,
+          lastSequence: undefined,
+          start,
+          done: false,
+        };
+        // Anchored now: a write between opening and the first poll is not skipped.
+        position.iterator = await this.iteratorFor(id, position);
+        this.shards.set(id, position);
       }
       after = page.StreamDescription?.LastEvaluatedShardId;
     } while (after !== undefined);
