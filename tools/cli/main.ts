@@ -202,15 +202,24 @@ export async function main(
     return await spec.run(ctx, args, loadSettings, mesh, flags as Flags);
   } catch (error) {
     const status = nonDynamoAnswer(error);
-    if (status === undefined) throw error;
-    throw new CliError(
-      `${ctx.where()} answered HTTP ${status}, which is not a DynamoDB answer (${explain(error).message}); is it a DynamoDB endpoint?`,
-      2,
-    );
+    if (status !== undefined) {
+      throw new CliError(
+        `${ctx.where()} answered HTTP ${status}, which is not a DynamoDB answer (${explain(error).message}); is it a DynamoDB endpoint?`,
+        2,
+      );
+    }
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === "string" && UNREACHABLE.includes(code)) {
+      throw new CliError(`cannot reach DynamoDB at ${ctx.where()}: ${explain(error).message}`, 2);
+    }
+    throw error;
   } finally {
     ctx.close();
   }
 }
+
+/** Network errors that mean the endpoint (or AWS) is not reachable from here: exit 2. */
+const UNREACHABLE = ["ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT"];
 
 function parse(argv: readonly string[]) {
   return parseArgs({
@@ -258,8 +267,9 @@ export function explain(error: unknown): { message: string; exitCode: 1 | 2 } {
   const message = error instanceof Error ? error.message : String(error);
   const firstLine = message.split("\n")[0] ?? message;
   if (name === "CredentialsProviderError") {
+    const profile = process.env.AWS_PROFILE?.trim();
     return {
-      message: `no AWS credentials found (${firstLine}); pass --endpoint for a local emulator`,
+      message: `no AWS credentials found${profile ? ` for profile ${profile}` : ""} (${firstLine}); check ~/.aws/credentials and ~/.aws/config or --profile, or pass --endpoint for a local engine`,
       exitCode: 1,
     };
   }
