@@ -96,6 +96,10 @@ export function prepareEnvironment(
   if (endpoint !== undefined && !env[EXTERNAL_SERVICES_TABLE.envVar]?.trim()) {
     env[EXTERNAL_SERVICES_TABLE.envVar] = EXTERNAL_SERVICES_TABLE.defaultName;
   }
+  // An empty setting is no setting (the SDK would take an empty AWS_REGION as the region).
+  for (const key of ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"]) {
+    if (env[key]?.trim() === "") delete env[key];
+  }
   if (aws.profile !== undefined) env.AWS_PROFILE = aws.profile;
   if (aws.region !== undefined) env.AWS_REGION = aws.region;
   // Against AWS without a region in the environment, the SDK reads the profile's (settleRegion).
