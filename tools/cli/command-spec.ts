@@ -141,3 +141,22 @@ export function commandHelp(spec: CommandSpec): string {
     "global options: see vips --help",
   ].join("\n");
 }
+
+/**
+ * The CLI's commands as the Markdown table of docs/local.md: each command's usage line (as
+ * `--help` prints it) and its summary. The docs test compares the two, so the table is the help.
+ */
+export function commandTableMarkdown(commands: readonly CommandSpec[]): string {
+  const rows = [
+    ["command", "what it does"],
+    ...commands.map((spec) => [`\`${usageOf(spec).slice("vips ".length)}\``, spec.summary]),
+  ].map((row) => row.map((cell) => cell.replaceAll("|", "\\|")));
+  const widths = [0, 1].map((column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
+  const line = (cells: readonly string[]) =>
+    `| ${cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join(" | ")} |`;
+  return [
+    line(rows[0] as string[]),
+    `| ${widths.map((width) => "-".repeat(width)).join(" | ")} |`,
+    ...rows.slice(1).map(line),
+  ].join("\n");
+}
