@@ -127,11 +127,9 @@ export function heldAddresses(
       free: releasedAt !== undefined && quarantineOver(releasedAt, nowMs, quarantineSeconds),
     });
   }
-  return held.sort(
-    (a, b) =>
-      (a.frees ?? "~").localeCompare(b.frees ?? "~") ||
-      (a.vip < b.vip ? -1 : a.vip > b.vip ? 1 : 0),
-  );
+  // The soonest first; addresses that free only with their owner's release last.
+  const order = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return held.sort((a, b) => order(a.frees ?? "~", b.frees ?? "~") || order(a.vip, b.vip));
 }
 
 /** `get quarantine`: every address held for a service that left (or moved), and when it frees. */
