@@ -68,7 +68,7 @@ try {
     (resolveRun) => {
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", "tools/cli/main.ts", "drain", "--endpoint", emulator.endpoint],
+        ["--import", "tsx", "tools/cli/bin.ts", "drain", "--endpoint", emulator.endpoint],
         { env: { ...process.env, VIPS_LOCAL_DIR: localDir } },
       );
       let stdout = "";

@@ -95,7 +95,7 @@ for (const engine of ENGINES) {
     startMs.push(Number(probe.stdout.trim()));
   }
   console.error(`${ENGINE_NAMES[engine]}: demo ...`);
-  const demo = check(await run(engine, ["tools/cli/main.ts", "demo", "--once"]), "demo");
+  const demo = check(await run(engine, ["tools/cli/bin.ts", "demo", "--once"]), "demo");
   const seeded = demo.lines.find((line) => line.text.startsWith("seeded "))?.at ?? Number.NaN;
   const processed = demo.lines.find((line) => line.text.startsWith("processed "))?.at ?? Number.NaN;
   console.error(`${ENGINE_NAMES[engine]}: drain of 1,000 dataplanes ...`);

@@ -303,7 +303,7 @@ async function main(): Promise<void> {
     // 2. The DNS responder, as `vips dns` runs it.
     dns = spawn(
       process.execPath,
-      ["--import", "tsx", "tools/cli/main.ts", "dns", "--port", "0", "--interval", "5"],
+      ["--import", "tsx", "tools/cli/bin.ts", "dns", "--port", "0", "--interval", "5"],
       {
         env: {
           ...process.env,

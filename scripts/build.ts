@@ -8,7 +8,8 @@
  *   left external; beside index.js, so the prebuilt function code is found the same way);
  * - the function code the installed construct deploys (decision 082): the allocator's bundle
  *   (dist/lambda/allocator, the esbuild options NodejsFunction uses in this repository) and the
- *   backfill trigger's handler (dist/lambda/backfill/index.js, CommonJS).
+ *   backfill trigger's handler (dist/lambda/backfill/index.js, CommonJS);
+ * - the operator's CLI, the `bin` `vips` (dist/cli/vips.mjs, scripts/build-cli.ts, decision 140).
  * Everything is rebuilt from scratch (dist/ is removed first). Decision 080.
  */
 import { execFileSync } from "node:child_process";
@@ -17,6 +18,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { buildAllocatorBundle, compileBackfillHandler } from "../infra/allocator-esbuild.ts";
+import { buildCli } from "./build-cli.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = join(root, "dist");
@@ -61,6 +63,11 @@ const bundle = await buildAllocatorBundle(join(dist, "lambda", "allocator"));
 if (bundle.errors.length > 0) throw new Error(`allocator bundle: ${JSON.stringify(bundle.errors)}`);
 mkdirSync(join(dist, "lambda", "backfill"), { recursive: true });
 writeFileSync(join(dist, "lambda", "backfill", "index.js"), compileBackfillHandler());
+
+// --- The operator's CLI: the package's `bin` (vips), dist/cli/vips.mjs (decision 140) -------
+const cli = await buildCli(root);
+process.stderr.write(`[build] CLI bundle: ${cli.bytes} bytes\n`);
+// --- end of the CLI's block -------------------------------------------------------------------
 process.stderr.write(`[build] dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 
 /**

@@ -5,10 +5,9 @@ import ipaddr from "ipaddr.js";
  * was found (file and key) so every report and every error can name it.
  *
  * Kuma's entry types: 0 service, 1 host (an ExternalService's host, or a Kubernetes ClusterIP
- * or headless-pod address), 2 FQDN (a VirtualOutbound or a MeshGateway hostname). Only services
- * are adopted today; host entries are kept as entries (reported "not adopted: hosts need
- * external services") so that a later version can adopt them as external-service hosts
- * without a new parser.
+ * or headless-pod address), 2 FQDN (a VirtualOutbound or a MeshGateway hostname). Services are
+ * adopted, and so are the hosts of external services (as `host/<host>`, the name the allocator
+ * gives hosts); Kubernetes hosts and FQDNs are reported as not adopted.
  */
 export type EntryKind = "service" | "host" | "fqdn";
 

@@ -1,4 +1,5 @@
 import { type AdoptEntry, compareAddresses } from "./adopt-entries.ts";
+import { hostEntry, isHostName } from "./hosts.ts";
 import type { VipPool } from "./pool.ts";
 import { compareServices } from "./service-set.ts";
 
@@ -40,7 +41,7 @@ export type Outcome =
   | "renumber"
   /** Outside VIP_CIDR without `renumberOutside`: the adoption is refused. */
   | "refuse"
-  /** Not adopted by design: hosts (need external services) and FQDNs (not supported). */
+  /** Not adopted by design: FQDNs (not supported) and Kubernetes hosts (not VIPs of the range). */
   | "skip";
 
 export interface EntryDecision {
@@ -79,25 +80,43 @@ interface Pair {
   readonly meshes: Set<string>;
 }
 
+/** Whether a host entry names a Kubernetes Service or pod address (not a VIP of the range). */
+const isKubernetesHost = (entry: AdoptEntry): boolean =>
+  entry.origin === "k8s" || entry.origin === "kubernetes";
+
+/**
+ * The name an entry is adopted under: a service's own name; an external service's host as the
+ * allocator keeps hosts, `host/<host>` (domain/hosts.ts: the same claims as services, so the
+ * host keeps its VIP once an external service of the mesh names it); undefined for what is not
+ * adopted (FQDNs, Kubernetes hosts, a host that is not a DNS name).
+ */
+export function adoptedName(entry: AdoptEntry): string | undefined {
+  if (entry.kind === "service") return entry.name;
+  if (entry.kind !== "host" || isKubernetesHost(entry)) return undefined;
+  const host = entry.name.toLowerCase().replace(/\.$/, "");
+  return isHostName(host) ? hostEntry(host) : undefined;
+}
+
 export function planAdoption(
   entries: readonly AdoptEntry[],
   state: AdoptState,
   options: { readonly pool: VipPool; readonly renumberOutside: boolean },
 ): AdoptPlan {
   const { pool } = options;
-  const services = entries.filter((entry) => entry.kind === "service");
-  // Candidate pairs: in range, service without a claim, address not claimed by another.
+  // Candidate pairs: in range, name without a claim, address not claimed by another.
   const pairs = new Map<string, Pair>();
   const meshCount = new Map<string, Map<string, number>>();
-  for (const entry of services) {
+  for (const entry of entries) {
+    const name = adoptedName(entry);
+    if (name === undefined) continue;
     const inRange = pool.canonical(entry.vip);
-    const perVip = meshCount.get(entry.name) ?? new Map<string, number>();
-    meshCount.set(entry.name, perVip);
-    if (inRange === undefined || state.services.has(entry.name)) continue;
+    const perVip = meshCount.get(name) ?? new Map<string, number>();
+    meshCount.set(name, perVip);
+    if (inRange === undefined || state.services.has(name)) continue;
     const owner = state.addresses.get(inRange);
     if (owner !== undefined) continue;
-    const id = JSON.stringify([entry.name, inRange]);
-    const pair = pairs.get(id) ?? { service: entry.name, vip: inRange, meshes: new Set() };
+    const id = JSON.stringify([name, inRange]);
+    const pair = pairs.get(id) ?? { service: name, vip: inRange, meshes: new Set() };
     pair.meshes.add(entry.mesh);
     pairs.set(id, pair);
     perVip.set(inRange, pair.meshes.size);
@@ -138,11 +157,11 @@ interface Context {
 }
 
 function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
-  if (entry.kind === "host") {
-    const why =
-      entry.origin === "k8s" || entry.origin === "kubernetes"
-        ? "a Kubernetes Service or pod address (not a VIP of the range)"
-        : "hosts need external services";
+  const adopted = adoptedName(entry);
+  if (entry.kind === "host" && adopted === undefined) {
+    const why = isKubernetesHost(entry)
+      ? "a Kubernetes Service or pod address (not a VIP of the range)"
+      : "not a DNS name the allocator gives a VIP";
     return { entry, outcome: "skip", vip: undefined, reason: `host entry not adopted: ${why}` };
   }
   if (entry.kind === "fqdn") {
@@ -153,7 +172,9 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
       reason: "FQDN entry (a VirtualOutbound or MeshGateway hostname) not supported",
     };
   }
-  const service = entry.name;
+  // A host is claimed as `host/<host>`, and named `host <host>` in the reasons.
+  const service = adopted as string;
+  const shown = entry.kind === "host" ? `host ${entry.name}` : service;
   const final = ctx.chosen.get(service);
   const where = `mesh ${entry.mesh}`;
   const to = final === undefined ? "a fresh VIP from the range" : final;
@@ -168,7 +189,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
       vip: held,
       conflict: "service-claimed",
       with: held,
-      reason: `${where} renumbers ${service} from ${entry.vip} to ${held}: the allocator already gives it ${held}`,
+      reason: `${where} renumbers ${shown} from ${entry.vip} to ${held}: the allocator already gives it ${held}`,
     };
   }
   const inRange = ctx.pool.canonical(entry.vip);
@@ -179,7 +200,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
         outcome: "refuse",
         vip: undefined,
         conflict: "outside-range",
-        reason: `${entry.vip} is outside VIP_CIDR ${ctx.pool.cidr}: refused (--renumber-outside gives ${service} ${to} instead)`,
+        reason: `${entry.vip} is outside VIP_CIDR ${ctx.pool.cidr}: refused (--renumber-outside gives ${shown} ${to} instead)`,
       };
     }
     return {
@@ -187,7 +208,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
       outcome: "renumber",
       vip: final,
       conflict: "outside-range",
-      reason: `${where} renumbers ${service} from ${entry.vip} (outside VIP_CIDR ${ctx.pool.cidr}) to ${to}`,
+      reason: `${where} renumbers ${shown} from ${entry.vip} (outside VIP_CIDR ${ctx.pool.cidr}) to ${to}`,
     };
   }
   if (final === inRange) {
@@ -201,7 +222,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
       vip: final,
       conflict: "address-claimed",
       with: owner,
-      reason: `${where} renumbers ${service} from ${entry.vip} to ${to}: the allocator already gives ${entry.vip} to ${owner}`,
+      reason: `${where} renumbers ${shown} from ${entry.vip} to ${to}: the allocator already gives ${entry.vip} to ${owner}`,
     };
   }
   const winner = ctx.taken.get(inRange);
@@ -218,7 +239,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
       vip: final,
       conflict: "shared-vip",
       with: winner,
-      reason: `${where} renumbers ${service} from ${entry.vip} to ${to}: ${entry.vip} is also ${winner}'s and ${why}`,
+      reason: `${where} renumbers ${shown} from ${entry.vip} to ${to}: ${entry.vip} is also ${winner}'s and ${why}`,
     };
   }
   const count = (vip: string | undefined) =>
@@ -229,9 +250,9 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
     vip: final,
     conflict: "different-vips",
     ...(final !== undefined ? { with: final } : {}),
-    reason: `${where} renumbers ${service} from ${entry.vip} to ${to}: ${
+    reason: `${where} renumbers ${shown} from ${entry.vip} to ${to}: ${
       count(final) > count(inRange)
-        ? `the VIP of ${service} in more meshes (${count(final)} to ${count(inRange)})`
+        ? `the VIP of ${shown} in more meshes (${count(final)} to ${count(inRange)})`
         : "the lowest of its VIPs in as many meshes"
     }`,
   };
@@ -239,7 +260,7 @@ function decide(entry: AdoptEntry, ctx: Context): EntryDecision {
 
 /**
  * True when the allocator's state already is what the files say for every entry it can adopt:
- * nothing to write and no conflict (hosts and FQDNs, never adopted, do not count). What
+ * nothing to write and no conflict (FQDNs and Kubernetes hosts, never adopted, do not count). What
  * `vips adopt --dry-run` exits 0 on.
  */
 export function alreadyAdopted(plan: AdoptPlan): boolean {

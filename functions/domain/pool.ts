@@ -46,7 +46,10 @@ export class VipPool {
     this.cidr = `${this.addressAt(0n)}/${prefixLength}`;
   }
 
-  /** Parses `VIP_CIDR`. Throws {@link InvalidCidrError} naming the value. */
+  /**
+   * Parses `VIP_CIDR`: a network address and its prefix (host bits clear, decision 144). Throws
+   * {@link InvalidCidrError} naming the value and what is wrong with it.
+   */
   static parse(input: string): VipPool {
     const text = input.trim();
     if (!text.includes("/")) {
@@ -69,17 +72,33 @@ export class VipPool {
         "expected a dotted-decimal IPv4 (no leading zeros) or an IPv6 address before the /",
       );
     }
+    const bits = addressText.includes(":") ? 128 : 32;
+    const prefix = Number(prefixText);
+    if (prefix > bits) {
+      throw new InvalidCidrError(
+        input,
+        `prefix length /${prefix} is too long: an ${bits === 32 ? "IPv4" : "IPv6"} range has at most /${bits}`,
+      );
+    }
     let parsed: [Address, number];
     try {
       parsed = ipaddr.parseCIDR(text);
     } catch (error) {
       throw new InvalidCidrError(input, error instanceof Error ? error.message : String(error));
     }
-    const [address, prefix] = parsed;
+    const [address] = parsed;
     if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress()) {
       throw new InvalidCidrError(input, "IPv4-mapped IPv6 ranges are not supported");
     }
-    return new VipPool(address, prefix);
+    const pool = new VipPool(address, prefix);
+    if (pool.base !== toBigInt(address.toByteArray())) {
+      // 240.0.0.7/4 is most likely a typing slip: the range is not taken as 240.0.0.0/4 silently.
+      throw new InvalidCidrError(
+        input,
+        `host bits set: ${address.toString()} is not the first address of a /${prefix} range (did you mean ${pool.cidr}?)`,
+      );
+    }
+    return pool;
   }
 
   /** The address at `offset` (0 = network address). */

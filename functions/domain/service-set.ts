@@ -19,6 +19,16 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** How strictly a dataplane is read. */
+export interface ReadOptions {
+  /**
+   * Admission (`vips apply` and the put commands): what the allocator would skip without a word
+   * is an issue too: an inbound that names no service (not ignored, not Kuma's serviceless
+   * port), and a dataplane with no inbound that is neither a gateway nor an ingress.
+   */
+  readonly admission?: boolean;
+}
+
 /** What one dataplane item gives to the service sets of meshes. */
 export interface DataplaneContribution {
   /** mesh -> services this dataplane adds to that mesh's set */
@@ -35,7 +45,11 @@ export interface DataplaneContribution {
  * service tag is skipped and the rest still counts; a dataplane whose `networking`, `inbound`
  * or `ingress` has the wrong shape contributes nothing. Never throws.
  */
-export function readDataplane(record: DataplaneRecord): DataplaneContribution {
+export function readDataplane(
+  record: DataplaneRecord,
+  options: ReadOptions = {},
+): DataplaneContribution {
+  const admission = options.admission === true;
   const issues: InputIssue[] = [];
   const services = new Map<string, Set<string>>();
   const key = { mesh: record.mesh, name: record.name };
@@ -64,9 +78,14 @@ export function readDataplane(record: DataplaneRecord): DataplaneContribution {
   }
 
   /** Validates a tag map and returns its service, or undefined (logging why when it is bad). */
-  const serviceOf = (tags: unknown, field: string, required: boolean): string | undefined => {
+  const serviceOf = (
+    tags: unknown,
+    field: string,
+    required: boolean,
+    missing = "missing",
+  ): string | undefined => {
     if (tags === undefined) {
-      if (required) issue(field, "missing");
+      if (required) issue(field, missing);
       return undefined;
     }
     if (!isRecord(tags)) {
@@ -80,7 +99,7 @@ export function readDataplane(record: DataplaneRecord): DataplaneContribution {
     }
     const service = tags[SERVICE_TAG];
     if (service === undefined) {
-      if (required) issue(`${field}.${SERVICE_TAG}`, "missing");
+      if (required) issue(`${field}.${SERVICE_TAG}`, missing);
       return undefined;
     }
     if (!isValidServiceName(service)) {
@@ -127,6 +146,12 @@ export function readDataplane(record: DataplaneRecord): DataplaneContribution {
     issue("networking.inbound", "not a list");
     return nothing();
   }
+  if (admission && inbound.length === 0 && networking.gateway === undefined) {
+    issue(
+      "networking.inbound",
+      "missing: a dataplane that is neither a gateway nor an ingress needs an inbound with a kuma.io/service tag",
+    );
+  }
   inbound.forEach((entry, index) => {
     const field = `networking.inbound[${index}]`;
     if (!isRecord(entry)) {
@@ -135,7 +160,12 @@ export function readDataplane(record: DataplaneRecord): DataplaneContribution {
     }
     if (entry.state === "Ignored") return;
     if (entry.port === SERVICELESS_PORT) return;
-    const service = serviceOf(entry.tags, `${field}.tags`, false);
+    const service = serviceOf(
+      entry.tags,
+      `${field}.tags`,
+      admission,
+      "missing: an inbound without a kuma.io/service tag gives no service (the allocator skips it)",
+    );
     if (service !== undefined) add(record.mesh, service);
   });
   return { services, isIngress: false, issues };

@@ -53,14 +53,21 @@ export interface CreatedTable {
   readonly streamArn: string | undefined;
 }
 
-/** Creates every table that does not exist yet (the optional ones when named); idempotent. */
+/**
+ * Creates every table that does not exist yet (the optional ones when named); idempotent.
+ * `vipsStream`: the vips table gets the change feed's stream, as the construct's `vipsStream`
+ * prop gives it (decision 065; the CLI's local runtime, for `vips watch`).
+ */
 export async function createTables(
   client: DynamoDBClient,
   names: TableNames,
+  options: { readonly vipsStream?: boolean } = {},
 ): Promise<CreatedTable[]> {
   const results: CreatedTable[] = [];
   const wanted: [TableDefinition, string][] = ALL_TABLES.map((def) => [
-    def,
+    def.id === "vips" && options.vipsStream === true
+      ? { ...def, stream: "NEW_AND_OLD_IMAGES" }
+      : def,
     names[def.id as Exclude<TableDefinition["id"], "externalServices">],
   ]);
   if (names.externalServices !== undefined) {

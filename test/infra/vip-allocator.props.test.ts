@@ -32,6 +32,10 @@ describe("synth-time validation names the prop and the value", () => {
     expect(rejection({ vipCidr: "240.0.0.0" }).message).toMatch(
       /vipCidr "240\.0\.0\.0".*address\/prefix/,
     );
+    // A range with host bits set is a typing slip the function would refuse at cold start.
+    expect(rejection({ vipCidr: "10.1.2.3/16" }).message).toContain(
+      "host bits set: 10.1.2.3 is not the first address of a /16 range (did you mean 10.1.0.0/16?)",
+    );
   });
 
   test("vipCidr: accepts IPv6 and leaves an unresolved token to the function's start-up check", () => {

@@ -174,9 +174,12 @@ describe("function", () => {
         }),
       },
     });
-    synth({ vipCidr: " 10.1.2.3/16 " }).template.hasResourceProperties("AWS::Lambda::Function", {
-      Environment: { Variables: Match.objectLike({ [SETTINGS.cidr.envVar]: "10.1.0.0/16" }) },
-    });
+    synth({ vipCidr: " fd00:0:0:0::/64 " }).template.hasResourceProperties(
+      "AWS::Lambda::Function",
+      {
+        Environment: { Variables: Match.objectLike({ [SETTINGS.cidr.envVar]: "fd00::/64" }) },
+      },
+    );
   });
 
   test("keeps its logs for a month by default", () => {

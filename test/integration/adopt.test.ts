@@ -142,7 +142,7 @@ describe("vips adopt on the local engine", { timeout: 120_000 }, () => {
         const adopted = await vips(env, ["adopt", join(FIXTURES, shape.file), ...shape.flag]);
         expect(adopted.code, adopted.stderr).toBe(0);
         expect(adopted.stdout).toContain(`${shape.mesh}: ${services.length} listed`);
-        const got = await vips(env, ["get", shape.mesh]);
+        const got = await vips(env, ["get", "vips", shape.mesh, "-o", "json"]);
         expect(JSON.parse(got.stdout).vips).toEqual(shape.vips);
         // What the DNS responder (`vips dns`, queried with dig) answers, from the same table.
         for (const [service, vip] of Object.entries(shape.vips)) {
@@ -419,13 +419,16 @@ describe("vips adopt on the local engine", { timeout: 120_000 }, () => {
     try {
       expect(await vips(env, ["adopt"])).toMatchObject({ code: 2 });
       expect((await vips(env, ["adopt"])).stderr).toContain("adopt needs FILE names");
-      const misplaced = await vips(env, ["get", "m", "--mesh", "m"]);
+      const misplaced = await vips(env, ["get", "vips", "m", "--mesh", "m"]);
       expect(misplaced.code).toBe(2);
       expect(misplaced.stderr).toBe(
-        "--mesh applies to index rebuild, index check, adopt only, not get",
+        "--mesh applies to get dataplanes, get external-services, delete dataplane, delete external-service, index rebuild, index check, adopt only, not get vips",
       );
       const format = await vips(env, ["export", "--format", "xml"]);
-      expect(format).toMatchObject({ code: 2, stderr: '--format must be kuma or json, got "xml"' });
+      expect(format).toMatchObject({
+        code: 2,
+        stderr: '--format must be json, kuma, kuma-origin, got "xml"',
+      });
       const plain = await vips(env, ["adopt", join(FIXTURES, "origin.yaml"), "--mesh", "mesh-1"]);
       expect(plain.code, plain.stderr).toBe(0);
       const missing = await vips(env, ["adopt", join(dir, "no-such-file.json")]);

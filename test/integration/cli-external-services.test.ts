@@ -1,7 +1,8 @@
 /**
  * External services through the CLI, as separate processes against the local engine: Kuma's
  * "should build service set for mesh" scenario, a host shared by two external services and
- * served over DNS, bad input noted, and the host's VIP released with its last external service.
+ * served over DNS, bad input refused at the door, and the host's VIP released with its last
+ * external service.
  */
 import { Resolver } from "node:dns/promises";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -40,7 +41,8 @@ describe("external services through the CLI", { timeout: 180_000 }, () => {
       expect(run.code, `${args.join(" ")}: ${run.stderr}`).toBe(0);
       return run;
     };
-    const get = async (mesh: string) => JSON.parse((await ok(["get", mesh])).stdout) as PublicItem;
+    const get = async (mesh: string) =>
+      JSON.parse((await ok(["get", "vips", mesh, "-o", "json"])).stdout) as PublicItem;
 
     const tables = await ok(["tables", "create"]);
     expect(tables.stdout).toMatch(/^table \S+-externalServices: created \(stream on\)$/m);
@@ -49,7 +51,7 @@ describe("external services through the CLI", { timeout: 180_000 }, () => {
     await ok(["dataplane", "put", "test/fixtures/kuma/kuma-service-set.yaml"]);
     const put = await ok(["external-service", "put", "test/fixtures/kuma/external-services.yaml"]);
     expect(put.stdout).toBe(
-      "external service mesh-1/es-backend created\nexternal service mesh-2/another-mesh-es created\n",
+      "ExternalService mesh-1/es-backend created\nExternalService mesh-2/another-mesh-es created\n",
     );
     await ok(["drain"]);
 
@@ -65,19 +67,24 @@ describe("external services through the CLI", { timeout: 180_000 }, () => {
     );
     expect(Object.keys(two.hosts ?? {})).toEqual(["another.example.org"]);
 
-    // Two on one host with different ports; one more with a bad address (noted, stored).
+    // Two on one host with different ports; one more with a bad address: refused, not stored.
     await ok(["external-service", "put", "test/fixtures/kuma/shared-host.yaml"]);
-    const bad = await ok(
-      ["external-service", "put", "-"],
-      JSON.stringify({
+    const bad = await vips(["external-service", "put", "-"], {
+      env,
+      input: JSON.stringify({
         type: "ExternalService",
         mesh: "mesh-1",
         name: "broken",
         networking: { address: "no-port.example.com" },
         tags: { "kuma.io/service": "broken" },
       }),
-    );
-    expect(bad.stderr).toMatch(/warning: external service mesh-1\/broken: networking\.address: /);
+    });
+    expect(bad).toEqual({
+      code: 1,
+      stdout: "",
+      stderr:
+        'error: stdin: ExternalService mesh-1/broken: networking.address: no port in "no-port.example.com": expected "host:port"; nothing written\n',
+    });
     await ok(["drain"]);
     const shared = await get("mesh-1");
     expect(shared.vips["httpbin-v1"]).toBeDefined();
@@ -119,10 +126,12 @@ describe("external services through the CLI", { timeout: 180_000 }, () => {
     await ok(["drain"]);
     expect((await get("mesh-1")).hosts?.["httpbin.org"]).toBe(host);
     await ok(["external-service", "delete", "mesh-1", "httpbin-v2"]);
-    const again = await ok(["external-service", "delete", "mesh-1", "httpbin-v2"]);
-    expect(again.stdout).toBe(
-      "external service mesh-1/httpbin-v2 did not exist; nothing deleted\n",
-    );
+    const again = await vips(["external-service", "delete", "mesh-1", "httpbin-v2"], { env });
+    expect(again).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: `error: there is no ExternalService mesh-1/httpbin-v2 in table ${(env as Record<string, string>).EXTERNAL_SERVICES_TABLE}; nothing deleted\n`,
+    });
     await ok(["drain"]);
     const after = await get("mesh-1");
     expect(after.hosts?.["httpbin.org"]).toBeUndefined();

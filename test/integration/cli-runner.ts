@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const CLI = "tools/cli/main.ts";
+const CLI = "tools/cli/bin.ts";
 
 export interface Run {
   readonly code: number | null;

@@ -4,6 +4,7 @@ import type { AdoptEntry } from "../../functions/domain/adopt-entries.ts";
 import {
   type AdoptPlan,
   type AdoptState,
+  adoptedName,
   alreadyAdopted,
   planAdoption,
 } from "../../functions/domain/adopt-plan.ts";
@@ -80,25 +81,26 @@ describe("planAdoption properties", () => {
             expect(owners.has(vip)).toBe(false);
             owners.set(vip, service);
             expect(pool.contains(vip)).toBe(true);
-            expect(
-              entries.some((e) => e.kind === "service" && e.name === service && e.vip === vip),
-            ).toBe(true);
+            expect(entries.some((e) => adoptedName(e) === service && e.vip === vip)).toBe(true);
           }
-          // The VIP each decision gives: one service per VIP, one VIP per service.
+          // The VIP each decision gives: one name per VIP, one VIP per name (a host's name is
+          // host/<host>, apart from a service of the same spelling).
           const byVip = new Map<string, string>();
           const byService = new Map<string, string>();
           for (const d of plan.decisions) {
-            if (d.vip === undefined || d.entry.kind !== "service") continue;
-            expect(byVip.get(d.vip) ?? d.entry.name).toBe(d.entry.name);
-            expect(byService.get(d.entry.name) ?? d.vip).toBe(d.vip);
-            byVip.set(d.vip, d.entry.name);
-            byService.set(d.entry.name, d.vip);
+            const name = adoptedName(d.entry);
+            if (d.vip === undefined || name === undefined) continue;
+            expect(byVip.get(d.vip) ?? name).toBe(name);
+            expect(byService.get(name) ?? d.vip).toBe(d.vip);
+            byVip.set(d.vip, name);
+            byService.set(name, d.vip);
             const owner = state.addresses.get(d.vip);
-            if (owner !== undefined) expect(owner).toBe(d.entry.name);
+            if (owner !== undefined) expect(owner).toBe(name);
           }
           for (const d of plan.decisions) {
-            if (d.outcome === "adopt") expect(plan.claims.get(d.entry.name)).toBe(d.vip);
-            if (d.entry.kind !== "service") expect(d.outcome).toBe("skip");
+            const name = adoptedName(d.entry);
+            if (d.outcome === "adopt") expect(plan.claims.get(name as string)).toBe(d.vip);
+            if (name === undefined) expect(d.outcome).toBe("skip");
           }
         },
       ),
@@ -161,9 +163,10 @@ describe("planAdoption properties", () => {
     fc.assert(
       fc.property(fc.array(entryArb, { maxLength: 20 }), stateArb, (entries, state) => {
         const plan = planAdoption(entries, state, { pool, renumberOutside: false });
-        const outside = entries.some(
-          (e) => e.kind === "service" && !pool.contains(e.vip) && !state.services.has(e.name),
-        );
+        const outside = entries.some((e) => {
+          const name = adoptedName(e);
+          return name !== undefined && !pool.contains(e.vip) && !state.services.has(name);
+        });
         expect(plan.refused).toBe(outside);
         expect(planAdoption(entries, state, { pool, renumberOutside: true }).refused).toBe(false);
       }),

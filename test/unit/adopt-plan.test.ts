@@ -115,25 +115,56 @@ describe("planAdoption: each conflict decided and reported per entry", () => {
     expect(alreadyAdopted(plan)).toBe(false);
   });
 
-  it("hosts and FQDNs are reported, never adopted; a second run is in place", () => {
+  it("hosts are adopted as the allocator keeps them (host/<host>); FQDNs and Kubernetes hosts are reported, never adopted; a second run is in place", () => {
     const file = parseAdoptFile(
-      '{"0:web":"240.0.0.1","1:host.com":"240.0.1.4","2:web.mesh":"240.0.0.5"}',
+      '{"0:web":"240.0.0.1","1:Host.com.":"240.0.1.4","2:web.mesh":"240.0.0.5","1:10.96.0.1":{"address":"10.96.0.1","outbounds":[{"Port":80,"TagSet":{"kuma.io/service":"web"},"Origin":"kubernetes"}]}}',
       "f",
       "m",
     ).entries;
     const first = planAdoption(file, empty, { pool, renumberOutside: false });
     expect(summary(first)).toEqual([
       "m/web adopt 240.0.0.1",
-      "m/host.com skip -",
+      "m/Host.com. adopt 240.0.1.4",
       "m/web.mesh skip -",
+      "m/10.96.0.1 skip -",
     ]);
-    expect(first.decisions[1]?.reason).toBe("host entry not adopted: hosts need external services");
+    expect([...first.claims]).toEqual([
+      ["host/host.com", "240.0.1.4"],
+      ["web", "240.0.0.1"],
+    ]);
+    expect(first.decisions[3]?.reason).toBe(
+      "host entry not adopted: a Kubernetes Service or pod address (not a VIP of the range)",
+    );
     const second = planAdoption(
       file,
-      { services: new Map([["web", "240.0.0.1"]]), addresses: new Map([["240.0.0.1", "web"]]) },
+      {
+        services: new Map([
+          ["web", "240.0.0.1"],
+          ["host/host.com", "240.0.1.4"],
+        ]),
+        addresses: new Map([
+          ["240.0.0.1", "web"],
+          ["240.0.1.4", "host/host.com"],
+        ]),
+      },
       { pool, renumberOutside: false },
     );
-    expect(summary(second)[0]).toBe("m/web in-place 240.0.0.1");
+    expect(summary(second).slice(0, 2)).toEqual([
+      "m/web in-place 240.0.0.1",
+      "m/Host.com. in-place 240.0.1.4",
+    ]);
     expect(alreadyAdopted(second)).toBe(true);
+  });
+
+  it("names a host in its reasons as host <name>", () => {
+    const file = parseAdoptFile('{"1:api.example.com":"240.0.1.4"}', "f", "m").entries;
+    const state = {
+      services: new Map([["host/api.example.com", "240.0.0.9"]]),
+      addresses: new Map(),
+    };
+    const plan = planAdoption(file, state, { pool, renumberOutside: false });
+    expect(plan.decisions[0]?.reason).toBe(
+      "mesh m renumbers host api.example.com from 240.0.1.4 to 240.0.0.9: the allocator already gives it 240.0.0.9",
+    );
   });
 });

@@ -64,12 +64,22 @@ describe("loadConfig", () => {
     expect(config.maxWriteAttempts).toBe(9);
   });
 
-  it("normalises a non-canonical VIP_CIDR", () => {
+  it("takes a VIP_CIDR written with spaces or a long IPv6 form in its canonical form", () => {
     // Act
-    const config = loadConfig({ VIP_CIDR: " 10.1.2.3/8 " });
+    const config = loadConfig({ VIP_CIDR: " fd00:0:0:0::/64 " });
 
     // Assert
-    expect(config.pool.cidr).toBe("10.0.0.0/8");
+    expect(config.pool.cidr).toBe("fd00::/64");
+  });
+
+  it("refuses a VIP_CIDR with host bits set, saying which range was meant (decision 144)", () => {
+    // Act
+    const load = () => loadConfig({ VIP_CIDR: " 10.1.2.3/8 " });
+
+    // Assert
+    expect(load).toThrow(
+      'invalid VIP range "10.1.2.3/8": host bits set: 10.1.2.3 is not the first address of a /8 range (did you mean 10.0.0.0/8?)',
+    );
   });
 
   it("falls back to the defaults for blank values", () => {

@@ -3,7 +3,8 @@
  *
  * - docs/repair.md's repair kinds against the `RepairKind` type (read from the source, wherever
  *   in functions/ it is declared);
- * - docs/contract.md's CLI command table against the CLI's command list;
+ * - docs/contract.md's CLI command table against the CLI's command list, and docs/local.md's
+ *   against the CLI's own help (each command's usage line and summary);
  * - the configuration table (docs/contract.md) against the settings, the table definitions,
  *   the variables the shipped code reads and the ones the construct sets on the function;
  * - docs/decisions/README.md against the decision records and their `Status:` lines.
@@ -15,7 +16,9 @@ import { describe, expect, it } from "vitest";
 import { SETTINGS } from "../../functions/allocator/config.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../../functions/allocator/telemetry-names.ts";
 import { ALL_TABLES, OPTIONAL_TABLES } from "../../functions/store/table-definitions.ts";
+import { commandTableMarkdown } from "../../tools/cli/command-spec.ts";
 import { COMMANDS } from "../../tools/cli/command-table.ts";
+import { HELP } from "../../tools/cli/main.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const read = (path: string): string => readFileSync(join(ROOT, path), "utf8");
@@ -30,8 +33,8 @@ function tableRows(markdown: string, header: string): string[][] {
     line
       .trim()
       .replace(/^\||\|$/g, "")
-      .split("|")
-      .map((cell) => cell.trim());
+      .split(/(?<!\\)\|/)
+      .map((cell) => cell.trim().replaceAll("\\|", "|"));
   const start = lines.findIndex((line) => line.startsWith("|") && cells(line)[0] === header);
   if (start < 0) throw new Error(`no table with a "${header}" column`);
   const rows: string[][] = [];
@@ -106,6 +109,24 @@ describe("docs/contract.md, the CLI", () => {
       }
     }
     expect(sorted(documented)).toEqual(sorted(names));
+  });
+});
+
+describe("docs/local.md, the CLI", () => {
+  it("shows the CLI's own help as its command table: every usage line and summary, in order", () => {
+    const expected = commandTableMarkdown(COMMANDS);
+    const text = read("docs/local.md");
+    const start = text.indexOf("| command ");
+    const end = text.indexOf("\n\n", start);
+    // On a difference, the expected table is printed: paste it into docs/local.md.
+    expect(text.slice(start, end)).toBe(expected);
+  });
+
+  it("is the table --help prints: each row's usage and summary are in the help", () => {
+    for (const [usage, summary] of tableRows(read("docs/local.md"), "command")) {
+      const line = codeSpans(usage ?? "")[0] ?? "";
+      expect(HELP).toContain(`  ${line}\n      ${summary}`);
+    }
   });
 });
 

@@ -20,18 +20,39 @@ describe("VipPool.parse", () => {
     expect(pool.size).toBe(size);
   });
 
-  it("normalises a non-canonical range to its network address", () => {
+  it.each([
+    {
+      input: "240.0.0.7/4",
+      message:
+        'invalid VIP range "240.0.0.7/4": host bits set: 240.0.0.7 is not the first address of a /4 range (did you mean 240.0.0.0/4?)',
+    },
+    {
+      input: "fd00:0:0:0::1:5/112",
+      message:
+        'invalid VIP range "fd00:0:0:0::1:5/112": host bits set: fd00::1:5 is not the first address of a /112 range (did you mean fd00::1:0/112?)',
+    },
+    {
+      input: "240.0.0.0/99",
+      message:
+        'invalid VIP range "240.0.0.0/99": prefix length /99 is too long: an IPv4 range has at most /32',
+    },
+    {
+      input: "fd00::/129",
+      message:
+        'invalid VIP range "fd00::/129": prefix length /129 is too long: an IPv6 range has at most /128',
+    },
+  ])("refuses $input in the project's own words", ({ input, message }) => {
     // Act
-    const pool = VipPool.parse("240.0.0.7/4");
+    const attempt = () => VipPool.parse(input);
 
     // Assert
-    expect(pool.cidr).toBe("240.0.0.0/4");
-    expect(pool.addressAt(0n)).toBe("240.0.0.0");
+    expect(attempt).toThrow(new InvalidCidrError(input, message.split(": ").slice(1).join(": ")));
+    expect(attempt).toThrow(message);
   });
 
-  it("normalises a non-canonical IPv6 range to its compact network address", () => {
+  it("takes a compact IPv6 network address as written", () => {
     // Act
-    const pool = VipPool.parse("fd00:0:0:0::1:5/112");
+    const pool = VipPool.parse("fd00:0:0:0::1:0/112");
 
     // Assert
     expect(pool.cidr).toBe("fd00::1:0/112");

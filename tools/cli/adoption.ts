@@ -1,7 +1,7 @@
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { SweepPorts, SweepSettings } from "../../functions/allocator/sweep/types.ts";
 import type { AdoptEntry } from "../../functions/domain/adopt-entries.ts";
-import type { AdoptPlan, AdoptState } from "../../functions/domain/adopt-plan.ts";
+import { type AdoptPlan, type AdoptState, adoptedName } from "../../functions/domain/adopt-plan.ts";
 import type { VipPool } from "../../functions/domain/pool.ts";
 import { own } from "../../functions/domain/records.ts";
 
@@ -22,8 +22,8 @@ export async function readAdoptState(
   entries: readonly AdoptEntry[],
   pool: VipPool,
 ): Promise<AdoptState> {
-  const services = entries.filter((entry) => entry.kind === "service");
-  const names = [...new Set(services.map((entry) => entry.name))];
+  const services = entries.filter((entry) => adoptedName(entry) !== undefined);
+  const names = [...new Set(services.map((entry) => adoptedName(entry) as string))];
   const vips = [
     ...new Set(
       services.flatMap((entry) => {
@@ -154,8 +154,8 @@ export async function applyAdoption(
     const notListed: string[] = [];
     const names = new Set(
       plan.decisions
-        .filter((d) => d.entry.mesh === mesh && d.entry.kind === "service")
-        .map((d) => d.entry.name),
+        .filter((d) => d.entry.mesh === mesh && adoptedName(d.entry) !== undefined)
+        .map((d) => adoptedName(d.entry) as string),
     );
     for (const service of [...names].sort()) {
       const vip = own(item?.vips, service);

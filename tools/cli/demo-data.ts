@@ -1,4 +1,4 @@
-import type { DataplaneDocument, ExternalServiceDocument } from "./kuma-dataplane.ts";
+import type { DataplaneDocument, ExternalServiceDocument } from "./kuma-resources.ts";
 
 /** The demo's meshes and dataplanes: small, but every case the allocator handles. */
 export interface DemoData {

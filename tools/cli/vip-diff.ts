@@ -10,6 +10,8 @@ import type { MeshView } from "../../functions/reader/snapshot.ts";
 export interface MeshChange extends MeshDiff {
   /** Services newly without a VIP, with the reason. */
   readonly unallocated: Readonly<Record<string, string>>;
+  /** Hosts newly without a VIP, with the reason (present only when some are). */
+  readonly unallocatedHosts?: Readonly<Record<string, string>>;
 }
 
 /** A VIP item as the reader sees it (only what the diff compares needs to be exact). */
@@ -58,7 +60,15 @@ export function diffVipItems(
   for (const [service, reason] of Object.entries(after?.unallocated ?? {})) {
     if (own(before?.unallocated, service) === undefined) unallocated[service] = reason;
   }
-  return { ...diff, unallocated };
+  const unallocatedHosts = emptyRecord<string>();
+  for (const [host, reason] of Object.entries(after?.unallocatedHosts ?? {})) {
+    if (own(before?.unallocatedHosts, host) === undefined) unallocatedHosts[host] = reason;
+  }
+  return {
+    ...diff,
+    unallocated,
+    ...(Object.keys(unallocatedHosts).length > 0 ? { unallocatedHosts } : {}),
+  };
 }
 
 const byName = <T>(record: Readonly<Record<string, T>>): [string, T][] =>
@@ -71,7 +81,7 @@ const byName = <T>(record: Readonly<Record<string, T>>): [string, T][] =>
  */
 export function formatChange(
   change: MeshChange,
-  holders: (service: string) => readonly string[],
+  holders: (name: string, host?: boolean) => readonly string[],
   quarantineSeconds: number,
 ): string[] {
   const header =
@@ -97,6 +107,25 @@ export function formatChange(
   }
   for (const [service, reason] of byName(change.unallocated)) {
     lines.push(`  ! ${service} has no VIP: ${reason}`);
+  }
+  // External services' hosts, under their own names (a host is never a service).
+  const hosts = change.hosts;
+  for (const { service: host, vip } of hosts?.added ?? []) lines.push(`  + host ${host} ${vip}`);
+  for (const { service: host, vip } of hosts?.removed ?? []) {
+    const elsewhere = holders(host, true);
+    const fate =
+      elsewhere.length > 0
+        ? `still in ${elsewhere.join(", ")}`
+        : quarantineSeconds > 0
+          ? "quarantined"
+          : "released";
+    lines.push(`  - host ${host} ${vip} (${fate})`);
+  }
+  for (const { service: host, from, to } of hosts?.changed ?? []) {
+    lines.push(`  ~ host ${host} ${from} -> ${to}`);
+  }
+  for (const [host, reason] of byName(change.unallocatedHosts ?? {})) {
+    lines.push(`  ! host ${host} has no VIP: ${reason}`);
   }
   return lines;
 }

@@ -21,9 +21,14 @@ export const EMULATOR_CREDENTIALS: StaticCredentials = {
   secretAccessKey: "test",
 };
 
-/** `AWS_REGION`, else `AWS_DEFAULT_REGION`, else us-east-1 (moto's home region). */
+/** `AWS_REGION`, else `AWS_DEFAULT_REGION`, else undefined. */
+export function regionFromEnv(env: Env = process.env): string | undefined {
+  return env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || undefined;
+}
+
+/** {@link regionFromEnv}, else us-east-1 (moto's home region): the region of a local engine. */
 export function resolveRegion(env: Env = process.env): string {
-  return env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || "us-east-1";
+  return regionFromEnv(env) ?? "us-east-1";
 }
 
 /** True when the environment names credentials the default provider chain would find first. */
@@ -40,20 +45,23 @@ export function hasCredentialsInEnv(env: Env = process.env): boolean {
 /**
  * SDK client configuration: with an endpoint and no credentials anywhere in the environment,
  * dummy static credentials (an emulator accepts any, and the default chain would otherwise
- * wait on the instance metadata service); without an endpoint, the SDK's default chain.
+ * wait on the instance metadata service); without an endpoint, the SDK's default chain. The
+ * region: the given one, else the environment's; with an endpoint, us-east-1 by default;
+ * without one and none in the environment, none (the SDK reads the profile's, `AWS_PROFILE`).
  */
 export function clientConfig(
   settings: ClientSettings,
   env: Env = process.env,
-): { region: string; endpoint?: string; credentials?: StaticCredentials } {
-  const region = settings.region ?? resolveRegion(env);
+): { region?: string; endpoint?: string; credentials?: StaticCredentials } {
+  const region =
+    settings.region ?? (settings.endpoint !== undefined ? resolveRegion(env) : regionFromEnv(env));
   const credentials =
     settings.credentials ??
     (settings.endpoint !== undefined && !hasCredentialsInEnv(env)
       ? EMULATOR_CREDENTIALS
       : undefined);
   return {
-    region,
+    ...(region !== undefined ? { region } : {}),
     ...(settings.endpoint !== undefined ? { endpoint: settings.endpoint } : {}),
     ...(credentials !== undefined ? { credentials } : {}),
   };

@@ -8,6 +8,7 @@ import {
   EmulatorUnavailableError,
   spawnEmulator,
 } from "./emulator-process.ts";
+import { MOTO_INSTALL_HINT } from "./moto.ts";
 
 /** A single-file Java program that starts DynamoDB Local on 127.0.0.1 only (Java 11+). */
 const LOOPBACK_LAUNCHER = fileURLToPath(new URL("./LoopbackDynamoDbLocal.java", import.meta.url));
@@ -18,6 +19,9 @@ const LOOPBACK_LAUNCHER = fileURLToPath(new URL("./LoopbackDynamoDbLocal.java", 
  * (`emulator/DynamoDBLocal.jar` with `DynamoDBLocal_lib/`, DynamoDB Local 1.25.1).
  * `DYNAMODB_LOCAL_DIR` names another directory holding `DynamoDBLocal.jar` and its lib folder.
  */
+
+/** The pinned devDependency that ships DynamoDB Local (package.json). */
+export const DYNAMODB_LOCAL_PACKAGE_VERSION = "2.9.30";
 
 export const JAVA_INSTALL_HINT =
   "install a Java runtime (11 or later; Debian/Ubuntu: apt-get install openjdk-17-jre-headless)";
@@ -65,7 +69,7 @@ export async function startDynamoDbLocal(
   const java = javaCommand();
   if (dir === undefined) {
     throw new EmulatorUnavailableError(
-      "DynamoDB Local is not installed (the devDependency amplify-dynamodb-simulator); run npm ci, or set DYNAMODB_LOCAL_DIR to a folder with DynamoDBLocal.jar",
+      `DynamoDB Local is not installed: in a clone of the repository run npm ci; beside the installed CLI run npm install amplify-dynamodb-simulator@${DYNAMODB_LOCAL_PACKAGE_VERSION} (it needs Java 11+); or set DYNAMODB_LOCAL_DIR to a folder with DynamoDBLocal.jar; or VIPS_EMULATOR=moto with ${MOTO_INSTALL_HINT}; or pass --endpoint URL of an engine already running`,
     );
   }
   return await spawnEmulator({

@@ -3,7 +3,7 @@ import { DynamoDBStreamsClient } from "@aws-sdk/client-dynamodb-streams";
 import type { StreamHandler } from "../../functions/allocator/stream-handler.ts";
 import { decodeRecord } from "../../functions/store/stream-records.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
-import { clientConfig } from "./aws-clients.ts";
+import { clientConfig, resolveRegion } from "./aws-clients.ts";
 import { type BatchEntry, deliverBatch, describeError, type GaveUp } from "./batch-delivery.ts";
 import { Checkpoints } from "./checkpoint-file.ts";
 import { appendFailureRecord, DEFAULT_FAILURE_FILE, failureRecord } from "./failure-destination.ts";
@@ -117,7 +117,8 @@ export class StreamPoller {
     this.reader = new ShardReader({
       ddb: this.ddb,
       streams: this.streams,
-      region: config.region,
+      // By now the CLI has settled the region (from --region, the environment or the profile).
+      region: config.region ?? resolveRegion(),
       now: () => this.now(),
       onError: (error, table) => this.onError(error, table),
       onBadInput:

@@ -1,5 +1,6 @@
 import { dataplaneId } from "../../domain/contributions.ts";
 import type { VipPool } from "../../domain/pool.ts";
+import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type {
   AddressClaim,
@@ -9,12 +10,14 @@ import type {
 } from "../../store/ports.ts";
 import { type IndexDrift, repairIndexDrift } from "../membership-index/repair.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
+import { BatchIngresses } from "../pass/batch-ingresses.ts";
 import { fenceItem } from "../pass/fence.ts";
 import { createInvocation, type Invocation } from "../pass/invocation.ts";
 import { joinMesh, type LeaveOutcome, leaveMesh } from "../pass/memberships.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import { listedServices, type ServiceSetView } from "../pass/service-set-view.ts";
+import { listedServices, type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
 import { METRIC } from "../telemetry-names.ts";
+import { DryAllocation, predictionDetail } from "./dry-allocation.ts";
 import { repairsOf } from "./repairs.ts";
 import type { Repair, SweepPorts, SweepSettings } from "./types.ts";
 
@@ -182,11 +185,16 @@ export class LiveCorrector implements Corrector {
 export class DryCorrector implements Corrector {
   readonly freed = 0;
   readonly dropped = 0;
+  private readonly allocation: DryAllocation;
+  private readonly tables: ServiceSetView;
 
   constructor(
     private readonly ports: SweepPorts,
     private readonly pool: VipPool,
-  ) {}
+  ) {
+    this.allocation = new DryAllocation(ports.claims, pool);
+    this.tables = tablesView(ports.source, new BatchIngresses(ports.source));
+  }
 
   async join(): Promise<boolean> {
     return true;
@@ -222,29 +230,60 @@ export class DryCorrector implements Corrector {
     return drift.filter((found) => !reported.has(dataplaneId(found.dataplane)));
   }
 
-  /** What a pass would change, from the service set and the item. */
-  async passMesh(mesh: string, view: ServiceSetView): Promise<PassRepairs> {
+  /**
+   * What a pass would change, from the item and the service set the tables give (what the index
+   * holds once the run repairs it; a dry run repairs nothing, so the index may still lack it),
+   * with the VIP each service needing one would get (its claim's, a fresh one) or that it would
+   * get none (decision 145).
+   */
+  async passMesh(mesh: string): Promise<PassRepairs> {
     const item = await this.ports.vipItems.get(mesh);
-    const wanted = (await view.read(mesh, item, 1)).services;
+    const wanted = (await this.tables.read(mesh, item, 1)).services;
+    const inRange = (service: string) => {
+      const vip = own(item?.vips, service);
+      return vip !== undefined && this.pool.canonical(vip) !== undefined;
+    };
+    const predictions = await this.allocation.predict(wanted.filter((s) => !inRange(s)));
+    const unallocated = [...predictions]
+      .filter(([, prediction]) => "unallocated" in prediction)
+      .map(([service]) => service);
     if (item === undefined) {
-      return {
-        repairs: [{ kind: "item-missing", mesh, detail: { services: wanted.length } }],
-        wake: [],
+      const detail = {
+        services: wanted.length,
+        ...(unallocated.length > 0 ? { unallocated } : {}),
       };
+      return { repairs: [{ kind: "item-missing", mesh, detail }], wake: [] };
     }
     const repairs: Repair[] = [];
-    const listed = new Set(listedServices(item));
     const want = new Set(wanted);
     for (const service of wanted) {
-      if (!listed.has(service)) repairs.push({ kind: "item-services-added", mesh, service });
-    }
-    for (const service of listed) {
-      if (!want.has(service)) repairs.push({ kind: "item-services-removed", mesh, service });
-    }
-    for (const [service, vip] of Object.entries(item.vips)) {
-      if (want.has(service) && this.pool.canonical(vip) === undefined) {
-        repairs.push({ kind: "item-renumbered", mesh, service, detail: { from: vip } });
+      const prediction = predictions.get(service);
+      if (own(item.vips, service) === undefined) {
+        // New to the item, or listed as unallocated and now given an address.
+        const waiting = own(item.unallocated, service) !== undefined;
+        if (waiting && prediction !== undefined && "unallocated" in prediction) continue;
+        repairs.push({
+          kind: "item-services-added",
+          mesh,
+          service,
+          detail: predictionDetail(prediction),
+        });
+      } else if (!inRange(service)) {
+        const to = prediction !== undefined && "vip" in prediction ? { to: prediction.vip } : {};
+        const none =
+          prediction !== undefined && "unallocated" in prediction
+            ? { unallocated: prediction.unallocated }
+            : {};
+        repairs.push({
+          kind: "item-renumbered",
+          mesh,
+          service,
+          detail: { from: item.vips[service], ...to, ...none },
+        });
       }
+    }
+    for (const service of listedServices(item)) {
+      if (!want.has(service)) repairs.push({ kind: "item-services-removed", mesh, service });
     }
     return { repairs, wake: [] };
   }

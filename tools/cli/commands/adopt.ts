@@ -80,7 +80,7 @@ function printPlan(ctx: CliContext, plan: AdoptPlan, notes: readonly AdoptNote[]
   }
   const count = (outcome: string) => plan.decisions.filter((d) => d.outcome === outcome).length;
   ctx.out.line(
-    `plan: ${plan.claims.size} claims to write, ${count("in-place")} in place, ${count("renumber")} renumbered, ${count("refuse")} refused, ${count("skip")} not adopted (hosts, FQDNs)`,
+    `plan: ${plan.claims.size} claims to write, ${count("in-place")} in place, ${count("renumber")} renumbered, ${count("refuse")} refused, ${count("skip")} not adopted (FQDNs, Kubernetes hosts)`,
   );
 }
 

@@ -9,7 +9,13 @@ import {
   startEmulator,
 } from "../../local/emulator.ts";
 import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
-import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
+import {
+  allocatorPoller,
+  CliContext,
+  IN_CLONE,
+  type Output,
+  prepareEnvironment,
+} from "../context.ts";
 import { demoData } from "../demo-data.ts";
 import { CliError, type ExitCode } from "../errors.ts";
 import { DNS_DEFAULTS, startDnsResponder } from "./dns.ts";
@@ -17,8 +23,15 @@ import { describeDrain, failIfGaveUp } from "./drain.ts";
 import { scanVipItems } from "./vips.ts";
 import { untilSignal, VipWatcher } from "./watch.ts";
 
-/** The file the closing hint tells the user to put from another terminal. */
+/** The file the closing hint tells the user to apply from another terminal (in a clone). */
 export const DEMO_HINT_FILE = "test/fixtures/kuma/web.yaml";
+
+/** How to add a dataplane from another terminal: a clone's fixture, or the installed CLI's. */
+export function addDataplaneHint(endpoint: string): string {
+  return IN_CLONE
+    ? `DYNAMODB_ENDPOINT=${endpoint} npm run --silent vips -- apply -f ${DEMO_HINT_FILE}`
+    : `vips apply -f web.yaml --endpoint ${endpoint} (a Kuma Dataplane of mesh default: vips apply --help)`;
+}
 
 /** The `dig` line the demo prints: a service of the demo that has a VIP. */
 export function digHint(items: ReadonlyMap<string, VipItem>, port: number, domain: string): string {
@@ -108,11 +121,13 @@ export async function demoCommand(options: {
   const ctx = new CliContext(endpoint, options.env, options.json, out);
   let poller: StreamPoller | undefined;
   let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
+  let watcher: VipWatcher | undefined;
+  let stopFollowing = () => {};
   try {
     out.note(
       `DynamoDB endpoint: ${endpoint}${emulator !== undefined ? ` (${ENGINE_NAMES[emulator.engine]}, stopped on exit)` : ""}`,
     );
-    const tables = await createTables(ctx.ddb, ctx.tables);
+    const tables = await createTables(ctx.ddb, ctx.tables, { vipsStream: true });
     out.note(`tables ready: ${tables.map((t) => t.name).join(", ")}`);
 
     const data = demoData();
@@ -160,10 +175,12 @@ export async function demoCommand(options: {
     failIfGaveUp(report);
     if (options.once) return 0;
 
-    const watcher = new VipWatcher(ctx, config.quarantineSeconds);
+    watcher = new VipWatcher(ctx, config.quarantineSeconds);
     await watcher.prime(items);
-    onBatch = (info) => watcher.onBatch(info);
+    const watching = watcher;
+    onBatch = (info) => watching.onBatch(info);
     poller.start();
+    stopFollowing = watcher.follow();
     // The DNS responder, on a free port, refreshed every second from the vips table.
     dns = await startDnsResponder({
       ctx,
@@ -180,13 +197,15 @@ export async function demoCommand(options: {
     );
     const where = emulator !== undefined ? endpoint : ctx.where();
     out.note(
-      `watching for changes (Ctrl-C to stop); add a dataplane from another terminal: DYNAMODB_ENDPOINT=${where} npm run --silent vips -- dataplane put ${DEMO_HINT_FILE}`,
+      `watching for changes (Ctrl-C to stop); add a dataplane from another terminal: ${addDataplaneHint(where)}`,
     );
     await untilSignal();
     out.note("stopping ...");
     await poller.stop();
     return 0;
   } finally {
+    stopFollowing();
+    watcher?.close();
     await dns?.stop();
     poller?.destroy();
     ctx.close();

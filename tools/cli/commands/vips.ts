@@ -1,11 +1,11 @@
 import { paginateScan } from "@aws-sdk/client-dynamodb";
-import type { VipPool } from "../../../functions/domain/pool.ts";
+import { VipPool } from "../../../functions/domain/pool.ts";
 import type { VipItem } from "../../../functions/domain/types.ts";
 import { toPlain } from "../../../functions/store/attribute-values.ts";
 import { DocumentClient } from "../../../functions/store/document-client.ts";
 import { decodeVipItem } from "../../../functions/store/vip-item-codec.ts";
 import type { CliContext } from "../context.ts";
-import { CommandFailedError } from "../errors.ts";
+import { formatTable } from "../output.ts";
 
 /** A mesh's VIP item exactly as stored (plain JSON), or undefined. */
 export async function readRawVipItem(
@@ -46,18 +46,6 @@ export async function scanVipItems(ctx: CliContext): Promise<Map<string, VipItem
   return new Map(items.map((raw) => [String(raw.mesh), decodeVipItem(raw)]));
 }
 
-/** `get MESH`: the VIP item as JSON; exit 1 when the mesh has none. */
-export async function getCommand(ctx: CliContext, mesh: string): Promise<0> {
-  const item = await readRawVipItem(ctx, mesh);
-  if (item === undefined) {
-    throw new CommandFailedError(
-      `mesh ${mesh} has no VIP item in table ${ctx.tables.vips} (does the mesh exist, and has drain run?)`,
-    );
-  }
-  ctx.out.line(ctx.json ? JSON.stringify(item) : JSON.stringify(item, null, 2));
-  return 0;
-}
-
 /** Share of the pool, readable at any size (an IPv6 pool is huge: 1 of 2^64 is 5.4e-18%). */
 export function formatShare(count: number, pool: VipPool): string {
   if (count === 0) return "0%";
@@ -73,18 +61,41 @@ export interface MeshListing {
   readonly vips: number;
   readonly unallocated: number;
   readonly version: number | undefined;
+  /** The range the mesh's item records (undefined: no item yet). */
+  readonly cidr: string | undefined;
   readonly poolShare: string;
 }
 
-/** `list`: every mesh with its service count, version, unallocated count and pool use. */
-export async function listCommand(ctx: CliContext, pool: VipPool): Promise<0> {
+/** A range's pool, or undefined when an item records a range that does not parse. */
+function poolOf(cidr: string, pools: Map<string, VipPool | undefined>): VipPool | undefined {
+  if (!pools.has(cidr)) {
+    let pool: VipPool | undefined;
+    try {
+      pool = VipPool.parse(cidr);
+    } catch {
+      pool = undefined;
+    }
+    pools.set(cidr, pool);
+  }
+  return pools.get(cidr);
+}
+
+/**
+ * `list`: every mesh with its service count, version, unallocated count and use of the range
+ * its item records (`cidr`: the range its VIPs came from, whatever this shell's VIP_CIDR says);
+ * then, per range, the distinct VIPs in use.
+ */
+export async function listCommand(ctx: CliContext): Promise<0> {
   const meshes = (await scanTable(ctx, ctx.tables.meshes)).map((item) => String(item.name));
   const items = await scanVipItems(ctx);
   const names = [...new Set([...meshes, ...items.keys()])].sort();
+  const pools = new Map<string, VipPool | undefined>();
   const rows: MeshListing[] = names.map((mesh) => {
     const item = items.get(mesh);
     const vips = Object.keys(item?.vips ?? {}).length;
     const unallocated = Object.keys(item?.unallocated ?? {}).length;
+    const hosts = Object.keys(item?.hosts ?? {}).length;
+    const pool = item === undefined ? undefined : poolOf(item.cidr, pools);
     return {
       mesh,
       meshExists: meshes.includes(mesh),
@@ -92,18 +103,31 @@ export async function listCommand(ctx: CliContext, pool: VipPool): Promise<0> {
       vips,
       unallocated,
       version: item?.version,
-      poolShare: formatShare(vips, pool),
+      cidr: item?.cidr,
+      poolShare: pool === undefined ? "-" : formatShare(vips + hosts, pool),
     };
   });
-  const distinct = new Set([...items.values()].flatMap((item) => Object.values(item.vips)));
-  const total = {
-    cidr: pool.cidr,
-    poolSize: pool.size.toString(),
-    vipsInUse: distinct.size,
-    poolShare: formatShare(distinct.size, pool),
-  };
+  // Per range: the distinct VIPs (services and hosts) of the items that record it.
+  const inUse = new Map<string, Set<string>>();
+  for (const item of items.values()) {
+    const set = inUse.get(item.cidr) ?? new Set<string>();
+    for (const vip of [...Object.values(item.vips), ...Object.values(item.hosts ?? {})]) {
+      set.add(vip);
+    }
+    inUse.set(item.cidr, set);
+  }
+  const ranges = [...inUse.keys()].sort().map((cidr) => {
+    const pool = poolOf(cidr, pools);
+    const used = inUse.get(cidr)?.size ?? 0;
+    return {
+      cidr,
+      poolSize: pool?.size.toString() ?? "?",
+      vipsInUse: used,
+      poolShare: pool === undefined ? "-" : formatShare(used, pool),
+    };
+  });
   if (ctx.json) {
-    ctx.out.line(JSON.stringify({ meshes: rows, pool: total }));
+    ctx.out.line(JSON.stringify({ meshes: rows, ranges }));
     return 0;
   }
   if (rows.length === 0) {
@@ -111,27 +135,21 @@ export async function listCommand(ctx: CliContext, pool: VipPool): Promise<0> {
     return 0;
   }
   const table = [
-    ["MESH", "SERVICES", "VERSION", "UNALLOCATED", "POOL USE"],
+    ["MESH", "SERVICES", "VERSION", "UNALLOCATED", "RANGE", "POOL USE"],
     ...rows.map((row) => [
       row.meshExists ? row.mesh : `${row.mesh} (orphan)`,
       String(row.services),
       row.version === undefined ? "-" : String(row.version),
       String(row.unallocated),
+      row.cidr ?? "-",
       row.poolShare,
     ]),
   ];
-  const widths =
-    table[0]?.map((_, column) => Math.max(...table.map((r) => (r[column] ?? "").length))) ?? [];
-  for (const row of table) {
+  for (const line of formatTable(table)) ctx.out.line(line);
+  for (const range of ranges) {
     ctx.out.line(
-      row
-        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
-        .join("  ")
-        .trimEnd(),
+      `pool ${range.cidr}: ${range.vipsInUse} distinct VIPs in use of ${range.poolSize} (${range.poolShare}; quarantined addresses not counted)`,
     );
   }
-  ctx.out.line(
-    `pool ${total.cidr}: ${total.vipsInUse} distinct VIPs in use of ${total.poolSize} (${total.poolShare}; quarantined addresses not counted)`,
-  );
   return 0;
 }
