@@ -22,7 +22,12 @@ const ON_AN_ENGINE = [
  * Local only, to stay well under 10 minutes; `.ci/run` sets VIPS_TEST_ALL_ON_MOTO=1 and runs
  * them on moto too. Without Java they run on moto always.
  */
-const SLOW_ON_MOTO = ["test/integration/cli.test.ts", "test/integration/sweep.test.ts"];
+const SLOW_ON_MOTO = [
+  "test/integration/cli.test.ts",
+  "test/integration/sweep.test.ts",
+  // The operator's CLI (issue 30): about 320 s of a worker on DynamoDB Local, a process a step.
+  "test/integration/cli-operator.test.ts",
+];
 
 /**
  * The packed package's consumer tests (test/package) and the alarms soak: they check the tarball

@@ -291,6 +291,7 @@ describe("honest results", { timeout: 240_000 }, () => {
     const dry = await run(["reconcile", "--all", "--dry-run"]);
     const live = await run(["reconcile", "--all"]);
     const listed = await run(["list"], undefined, { VIP_CIDR: "240.0.0.0/4" });
+    const inspected = JSON.parse((await run(["inspect", "mesh", "shop", "-o", "json"])).stdout);
 
     const without = (r: Run) => r.stdout.split("\n").filter((l) => l.includes(" no VIP: "));
     const reason = "range 240.0.0.0/31 exhausted: all 2 addresses are claimed or quarantined";
@@ -308,6 +309,14 @@ describe("honest results", { timeout: 240_000 }, () => {
     expect(live.stderr.trimEnd().split("\n").at(-1)).toBe(
       "error: 3 names of 1 mesh are left without a VIP (the range is full; see above)",
     );
+    // What the allocator holds: the names without a VIP, why, and the mesh waiting for one.
+    expect(inspected).toMatchObject({
+      waitingForAddress: true,
+      // Recorded by a stream batch's pass (decision 055), not by the repair sweep's.
+      lastPassedUnder: null,
+      unallocated: { checkout: reason, httpbin: reason },
+      unallocatedHosts: { "httpbin.org": reason },
+    });
     // Pool use per the range each item records, whatever this shell's VIP_CIDR says.
     expect(listed.stdout).toBe(
       lines(

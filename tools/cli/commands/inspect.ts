@@ -80,7 +80,9 @@ export async function inspectMesh(ctx: CliContext, mesh: string): Promise<ExitCo
       ? "  VIP item: none yet"
       : `  VIP item: version ${item.version}, incarnation ${item.incarnation}, updated ${item.updatedAt}, range ${item.cidr}`,
   );
-  ctx.out.line(`  last completed pass under: ${report.lastPassedUnder ?? "(none recorded)"}`);
+  ctx.out.line(
+    `  range of its last stream-batch pass: ${report.lastPassedUnder ?? "(none recorded: no stream record has passed it)"}`,
+  );
   ctx.out.line(`  waiting for an address: ${yes(report.waitingForAddress)}`);
   ctx.out.line(
     `  leaving: ${report.leaving.length === 0 ? "none" : `${report.leaving.join(", ")} (any later pass retracts their membership)`}`,
