@@ -131,7 +131,10 @@ export async function updateIndex(
       continue;
     }
     const { added } = diffContributions(before?.contributions ?? [], next);
-    entryChanges.push({ dataplane: id, added, removed });
+    // Removed entries the record did not list: an earlier attempt's, which may have died after
+    // writing them, with others skipping their pass because of them (decision 110).
+    const { added: unrecorded } = diffContributions(before?.contributions ?? [], removed);
+    entryChanges.push({ dataplane: id, added, removed, unrecorded });
     writes.push({
       key: change.key,
       // Every entry it contributes, not just the new ones: idempotent, and it restores any
