@@ -6,7 +6,7 @@ import { METRIC } from "../telemetry-names.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { inputsStill } from "./inputs.ts";
 import { type Asserted, joinMesh, leaveAll, retract } from "./memberships.ts";
-import { type Attempt, outcome, settled } from "./outcome.ts";
+import { type Attempt, itemLeft, outcome, settled } from "./outcome.ts";
 import type { Claimed } from "./plan-and-claim.ts";
 import { waiting, waitingAndWake } from "./waiting.ts";
 
@@ -27,7 +27,7 @@ export async function commitItem(
 ): Promise<Attempt> {
   const { plan, unallocated, finder } = claimed;
   const content = buildContent(claimed.assigned, unallocated, deps.pool.cidr);
-  if (sameContent(current, content)) {
+  if (current !== undefined && sameContent(current, content)) {
     return await unchanged(mesh, current, claimed, deps, asserted, attempt);
   }
 
@@ -80,9 +80,10 @@ export async function commitItem(
       servicesNotWritten: notWritten.slice(0, 50),
       servicesNotWrittenCount: notWritten.length,
     });
-    return settled(
-      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
-    );
+    return settled({
+      ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+      ...(current !== undefined ? { left: itemLeft(current) } : {}),
+    });
   }
   telemetry.metric(METRIC.meshWrites, "Count", 1);
   telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
@@ -106,7 +107,14 @@ export async function commitItem(
     unallocated: unallocated.size,
     bytes,
   });
-  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
+  const wake = await waitingAndWake(
+    mesh,
+    deps,
+    waiting(current),
+    unallocated.size > 0,
+    released,
+    item,
+  );
   const written = {
     ...outcome(
       mesh,
@@ -118,6 +126,8 @@ export async function commitItem(
       attempt,
     ),
     wake,
+    left: itemLeft(item),
+    rangeChanged: current?.cidr !== item.cidr,
     ...(Object.keys(renumbered).length > 0 ? { renumbered } : {}),
   };
   // With no quarantine, addresses released just now can serve the unallocated right away.
@@ -139,7 +149,7 @@ export async function commitItem(
 /** The content is what the item lists: no write; an earlier write's leave is finished. */
 async function unchanged(
   mesh: string,
-  current: VipItem | undefined,
+  current: VipItem,
   claimed: Claimed,
   deps: ReconcileDeps,
   asserted: Asserted,
@@ -148,7 +158,7 @@ async function unchanged(
   const { unallocated, stillMembers, finder } = claimed;
   await retract(mesh, deps, asserted, current);
   let releasedNow = 0;
-  if (current !== undefined && stillMembers.length > 0) {
+  if (stillMembers.length > 0) {
     // The write that dropped them was not followed by the leave (a crash, a lost response):
     // finish it now.
     releasedNow = await leaveAll(stillMembers, mesh, current, deps);
@@ -163,10 +173,12 @@ async function unchanged(
     waiting(current),
     unallocated.size > 0,
     releasedNow,
+    current,
   );
   return settled({
-    ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    ...outcome(mesh, "unchanged", current.version, {}, {}, [...unallocated.keys()], attempt),
     wake,
+    left: itemLeft(current),
   });
 }
 
