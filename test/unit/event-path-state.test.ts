@@ -229,7 +229,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     });
   }
 
-  it.fails("5. releases a new service whose pass failed after its claim when its dataplane is gone before the retry", async () => {
+  it("5. releases a new service whose pass failed after its claim when its dataplane is gone before the retry", async () => {
     // Arrange: M lists web; db-1 joins with db, and every item write of its invocation is
     // throttled (its pass, and its settling's fence, fail after db's claim is written)
     let throttle = false;

@@ -127,6 +127,7 @@ export async function processBatch(
           index,
           meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()),
           known.get(mesh),
+          touched.get(mesh),
         );
 
   // One address finder for the whole invocation: its meshes never race each other for an

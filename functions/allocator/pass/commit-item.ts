@@ -5,7 +5,7 @@ import type { VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { inputsStill } from "./inputs.ts";
-import { type Asserted, joinMesh, leaveAll, retract } from "./memberships.ts";
+import { type Asserted, joinMesh, leaveAll, retract, retractPast } from "./memberships.ts";
 import { type Attempt, itemLeft, outcome, settled } from "./outcome.ts";
 import type { Claimed } from "./plan-and-claim.ts";
 import { waiting, waitingAndWake } from "./waiting.ts";
@@ -156,7 +156,7 @@ async function unchanged(
   attempt: number,
 ): Promise<Attempt> {
   const { unallocated, stillMembers, finder } = claimed;
-  await retract(mesh, deps, asserted, current);
+  const left = await retractPast(mesh, deps, asserted, current);
   let releasedNow = 0;
   if (stillMembers.length > 0) {
     // The write that dropped them was not followed by the leave (a crash, a lost response):
@@ -173,12 +173,12 @@ async function unchanged(
     waiting(current),
     unallocated.size > 0,
     releasedNow,
-    current,
+    left,
   );
   return settled({
-    ...outcome(mesh, "unchanged", current.version, {}, {}, [...unallocated.keys()], attempt),
+    ...outcome(mesh, "unchanged", left.version, {}, {}, [...unallocated.keys()], attempt),
     wake,
-    left: itemLeft(current),
+    left: itemLeft(left),
   });
 }
 

@@ -8,6 +8,7 @@ import type { ReconcileDeps } from "./deps.ts";
 import { attemptFinder } from "./invocation.ts";
 import type { Asserted } from "./memberships.ts";
 import { obtainVip } from "./obtain-vip.ts";
+import { listedServices } from "./service-set-view.ts";
 
 /** What the plan-and-claim step leaves for the commit: the content to write and why. */
 export interface Claimed {
@@ -48,10 +49,19 @@ export async function planAndClaim(
   const verify = current !== undefined && current.renumberings !== renumberings;
   const wanted = new Set(services);
   const priorLeaving = (current?.leaving ?? []).filter((service) => !wanted.has(service));
+  const unlisted = strayCandidates(current, wanted, priorLeaving, deps);
   let plan = planMesh(current, services, pool);
   const claimed = await deps.claims.getServices([
-    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving]),
+    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving, ...unlisted]),
   ]);
+  // Memberships a failed pass of this item's life asserted for services no item lists (its
+  // item write failed, and settling failed too, or it was killed): retracted with this pass's
+  // own, past a fence when newer than the item (decision 114).
+  for (const service of unlisted) {
+    const held = claimed.get(service)?.meshes.get(mesh);
+    if (held !== undefined && held.incarnation === current?.incarnation)
+      asserted.set(service, held);
+  }
   if (verify) {
     plan = alignWithClaims(
       plan,
@@ -138,4 +148,20 @@ export async function planAndClaim(
     renumbered,
     finder,
   };
+}
+
+/**
+ * Services the batch named in the mesh that are neither in its set nor listed by the item nor
+ * being left: a failed pass may have asserted their membership before its item write failed.
+ */
+function strayCandidates(
+  current: VipItem | undefined,
+  wanted: ReadonlySet<string>,
+  priorLeaving: readonly string[],
+  deps: ReconcileDeps,
+): string[] {
+  const named = deps.view?.touched;
+  if (current === undefined || named === undefined) return [];
+  const listed = new Set([...listedServices(current), ...priorLeaving]);
+  return [...named].filter((service) => !wanted.has(service) && !listed.has(service));
 }
