@@ -211,6 +211,8 @@ export interface AddressCandidate {
   readonly offset: bigint;
   /** Set when the address is taken over from a released service. */
   readonly reclaimFrom?: AddressClaim;
+  /** The reclaim cutoff it was found by (the quarantine was over then, so at the claim too). */
+  readonly reclaimCutoffMs?: number;
 }
 
 export type ClaimOutcome = "ok" | "address-taken" | "service-changed";
@@ -254,10 +256,7 @@ export interface ReleaseRequest {
   readonly former?: readonly string[];
 }
 
-/**
- * A conditional write's result: whether it was written, and the service claim as it is now
- * (after the write, or as found when the condition failed; undefined when there is none).
- */
+/** Whether a conditional write was written, and the service claim after it (or as found). */
 export interface ClaimWriteResult {
   readonly written: boolean;
   readonly claim: ServiceClaim | undefined;

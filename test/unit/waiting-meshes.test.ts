@@ -58,4 +58,29 @@ describe("meshes waiting for an address", () => {
     expect(m3?.vips.x).toBe("10.0.0.1");
     expect(await world.claims.getWaiting()).toEqual([]);
   });
+
+  it("get one freed in the same invocation while the clock moves on (a real clock)", async () => {
+    // Arrange: as above, with a clock that moves 1 ms at every request (the invocation's
+    // address finder is created before the release, so its start time predates it)
+    let world: World | undefined;
+    world = new World({
+      cidr: "10.0.0.0/31",
+      quarantineSeconds: 0,
+      pause: async () => {
+        await Promise.resolve();
+        if (world !== undefined) world.nowMs += 1;
+      },
+    });
+    for (const mesh of ["m1", "m2"]) world.source.putMesh(mesh);
+    await batch(world, [{ put: dataplane("m1", "dp", ["a", "b"]) }]);
+    await batch(world, [{ put: dataplane("m2", "dp", ["x"]) }]);
+    expect(world.vipItems.peek("m2")?.unallocated).toHaveProperty("x");
+
+    // Act: b leaves m1
+    await batch(world, [{ put: dataplane("m1", "dp", ["a"]) }]);
+
+    // Assert: the woken pass of m2 took the address b left
+    expect(world.vipItems.peek("m2")?.unallocated).toBeUndefined();
+    expect(world.vipItems.peek("m2")?.vips.x).toBe("10.0.0.1");
+  });
 });

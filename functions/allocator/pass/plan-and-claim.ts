@@ -85,7 +85,7 @@ export async function planAndClaim(
   const added = emptyRecord<string>();
   const renumbered = emptyRecord<string>();
   const nowMs = deps.now();
-  const { finder, finish } = attemptFinder(deps, nowMs);
+  const { finder, finish } = attemptFinder(deps);
   const cutoffMs = reclaimCutoffMs(nowMs, deps.quarantineSeconds);
 
   // New addresses this pass will look for: services with no claim in the range.
