@@ -9,7 +9,11 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRuntime, dynamoPorts } from "../../functions/allocator/runtime.ts";
+import {
+  createDynamoClient,
+  createRuntime,
+  dynamoPorts,
+} from "../../functions/allocator/runtime.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { LocalEmulator } from "../../functions/local/emulator.ts";
 import type { ServiceClaim } from "../../functions/store/ports.ts";
@@ -33,6 +37,7 @@ import {
 
 let emulator: LocalEmulator;
 const worlds: World[] = [];
+const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
 
 beforeAll(async () => {
   emulator = await startEmulator();
@@ -203,7 +208,8 @@ describe("the event path without the sweep on the local engine, round 2", () => 
             (command, input) =>
               command === "UpdateItemCommand" &&
               keyOf(input.Key) === "waiting" &&
-              String(input.UpdateExpression).startsWith("REMOVE"),
+              // a removal (an addition SETs the entry)
+              !String(input.UpdateExpression).startsWith("SET"),
           );
         },
       },
@@ -284,7 +290,7 @@ describe("the event path without the sweep on the local engine, round 2", () => 
 
     // Act: a sweep whose item writes are all throttled repairs M's index and fails its pass;
     // then the held record is delivered
-    const { client } = createRuntime(w.config);
+    const client = createDynamoClient(w.config, { region: "us-east-1", credentials: CREDENTIALS });
     throttle(
       client,
       () => true,
@@ -296,8 +302,13 @@ describe("the event path without the sweep on the local engine, round 2", () => 
         { ...runtime.ports, telemetry: new InMemoryTelemetry() },
         { ...runtime.settings, serviceSet: "index" },
       ),
-    ).rejects.toThrow();
+    ).rejects.toThrow(/allowed throughput/);
     client.destroy();
+    const index = dynamoPorts(w.config, w.client).index;
+    const record = (await index.getDataplanes([{ mesh: "M", name: "db-1" }])).get(
+      JSON.stringify(["M", "db-1"]),
+    );
+    expect(record?.contributions).toEqual([{ mesh: "M", service: "db" }]);
     await w.invoke({ Records: [held] });
 
     // Assert

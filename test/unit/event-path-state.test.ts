@@ -215,7 +215,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
       failing = true;
       await expect(
         sweep({ ...world.batchPorts(), index: world.index }, world.batchSettings()),
-      ).rejects.toThrow();
+      ).rejects.toThrow(/allowed throughput/);
       failing = false;
       const record = (await world.index.getDataplanes([{ mesh: "M", name: "db-1" }])).get(
         JSON.stringify(["M", "db-1"]),
