@@ -254,4 +254,32 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     expect(world.claims.serviceClaim("db")?.meshes.size).toBe(0);
     expect(world.claims.serviceClaim("db")?.releasedAt).toBeDefined();
   });
+
+  it("6. finishes the leave of a service left unallocated by a renumbering when the leave failed after the write (found by the chaos suite, seed 1059)", async () => {
+    // Arrange: A lists x (240.0.0.0); VIP_CIDR becomes a /31 that N's two services fill
+    let throttle = false;
+    const world = indexWorld({
+      cidr: "240.0.0.0/30",
+      pause: throttling((operation) => throttle && operation === "claims.leave"),
+    });
+    await deliver(world, [createMesh(world, "A"), put(world, dataplane("A", "x-1", ["x"]))]);
+    world.pool = VipPool.parse("10.0.0.0/31");
+    await deliver(world, [createMesh(world, "N"), put(world, dataplane("N", "n", ["n1", "n2"]))]);
+
+    // Act: a second instance of x passes A under the new range: x finds no address there and
+    // is listed as unallocated, and its leave (of the old address) is throttled; the record is
+    // delivered again
+    const second = put(world, dataplane("A", "x-2", ["x"]));
+    throttle = true;
+    const failed = await deliver(world, [second]);
+    throttle = false;
+    expect(failed.batchItemFailures).toHaveLength(1);
+    expect(Object.keys(world.vipItems.peek("A")?.unallocated ?? {})).toEqual(["x"]);
+    await deliver(world, [second]);
+
+    // Assert: x no longer holds its old address for A (it is released)
+    expect(allViolations(world)).toEqual([]);
+    expect(world.claims.serviceClaim("x")?.meshes.size).toBe(0);
+    expect(world.claims.serviceClaim("x")?.releasedAt).toBeDefined();
+  });
 });

@@ -34,13 +34,14 @@ export async function commitItem(
   // Services that left, and renumbered services that found no address in the new range: the
   // item no longer lists them, so the mesh leaves their claims (recorded on the item first, so
   // a pass after a crash between the write and the leave finishes it).
+  // (A service the new item lists with an address is never leaving: this pass asserted it.)
   const leaving = [
     ...new Set([
       ...plan.removed.keys(),
       ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
       ...claimed.stillMembers,
     ]),
-  ];
+  ].filter((service) => own(content.vips, service) === undefined);
   const { version, incarnation } = claimed.membership;
   const item: VipItem = {
     mesh,

@@ -1,6 +1,6 @@
 import { alignWithClaims, exhaustedReason, type MeshPlan, planMesh } from "../../domain/plan.ts";
 import { reclaimCutoffMs } from "../../domain/quarantine.ts";
-import { emptyRecord } from "../../domain/records.ts";
+import { emptyRecord, own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
@@ -48,7 +48,11 @@ export async function planAndClaim(
   const renumberings = await deps.claims.getRenumberings();
   const verify = current !== undefined && current.renumberings !== renumberings;
   const wanted = new Set(services);
-  const priorLeaving = (current?.leaving ?? []).filter((service) => !wanted.has(service));
+  // Leaves an earlier write recorded: of services no longer wanted, and of services it listed
+  // without an address (renumbered into a full range, so their old address's claim goes).
+  const priorLeaving = (current?.leaving ?? []).filter(
+    (service) => !wanted.has(service) || own(current?.vips, service) === undefined,
+  );
   const unlisted = strayCandidates(current, wanted, priorLeaving, deps);
   let plan = planMesh(current, services, pool);
   const claimed = await deps.claims.getServices([
