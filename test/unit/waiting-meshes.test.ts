@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
+import { waitingEntries, waitingWrite } from "../../functions/store/waiting-item.ts";
 import { type DataplaneItem, dataplane, dataplaneRecord } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";
 
@@ -82,5 +83,49 @@ describe("meshes waiting for an address", () => {
     // Assert: the woken pass of m2 took the address b left
     expect(world.vipItems.peek("m2")?.unallocated).toBeUndefined();
     expect(world.vipItems.peek("m2")?.vips.x).toBe("10.0.0.1");
+  });
+
+  it("reads the string set written before decision 111 as waiting, and any leave removes from it", () => {
+    // Arrange: a waiting item with a legacy set entry and an entry naming its item
+    const item = {
+      pk: "waiting",
+      kind: "waiting",
+      meshes: new Set(["old", "__proto__"]),
+      "w#new": { i: "i1", v: 2 },
+    };
+
+    // Act
+    const entries = waitingEntries(item);
+    const leaveOld = waitingWrite("old", {
+      waiting: false,
+      item: { incarnation: "i9", version: 1 },
+    });
+    const olderLeave = waitingWrite("new", {
+      waiting: false,
+      item: { incarnation: "i1", version: 1 },
+    });
+    const seenLeave = waitingWrite("new", {
+      waiting: false,
+      item: { incarnation: "i2", version: 1 },
+      seen: "i1",
+    });
+
+    // Assert
+    expect(entries).toEqual(
+      new Map([
+        ["old", undefined],
+        ["__proto__", undefined],
+        ["new", { incarnation: "i1", version: 2 }],
+      ]),
+    );
+    expect(leaveOld.holds(item)).toBe(true);
+    expect(waitingEntries(leaveOld.apply(structuredClone(item)))).toEqual(
+      new Map([
+        ["__proto__", undefined],
+        ["new", { incarnation: "i1", version: 2 }],
+      ]),
+    );
+    expect(olderLeave.holds(item)).toBe(false);
+    expect(seenLeave.holds(item)).toBe(true);
   });
 });
