@@ -16,6 +16,7 @@ import type { SweepPorts } from "../../functions/allocator/sweep/types.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import type { AddressClaim, ServiceClaim } from "../../functions/store/ports.ts";
+import { compareSequenceNumbers } from "../../functions/store/stream-records.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
 import {
   type DataplaneItem,
@@ -371,10 +372,15 @@ export async function runChaos(
       );
       const failed = result.batchItemFailures[0]?.itemIdentifier;
       if (failed === undefined) return { ok: true as const };
-      const at = records.findIndex((record) => record.dynamodb?.SequenceNumber === failed);
-      return { ok: false as const, from: Math.max(at, 0) };
+      // Lambda checkpoints every record before the failed one in the shard's order and retries
+      // the rest: by sequence number, not by position (a batch put back after a retry may hold
+      // its records out of order, and a position would lose the later ones before it).
+      const retry = records.filter(
+        (record) => compareSequenceNumbers(record.dynamodb?.SequenceNumber ?? "0", failed) >= 0,
+      );
+      return { ok: false as const, retry };
     } catch {
-      return { ok: false as const, from: 0 };
+      return { ok: false as const, retry: records };
     }
   };
 
@@ -403,11 +409,11 @@ export async function runChaos(
           if (outcome.ok) return;
           if (drops && chance(0.25)) {
             fault("dropped");
-            operations.push(`dropped ${batch.length - outcome.from} records`);
+            operations.push(`dropped ${outcome.retry.length} records`);
             return;
           }
-          // Retried from the failed record: put back at the head of its stream, in order.
-          stream.unshift(...batch.slice(outcome.from));
+          // Retried from the failed record: put back at the head of its stream.
+          stream.unshift(...outcome.retry);
         }),
       );
     }

@@ -282,4 +282,22 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     expect(world.claims.serviceClaim("x")?.meshes.size).toBe(0);
     expect(world.claims.serviceClaim("x")?.releasedAt).toBeDefined();
   });
+
+  it("7. keeps a dataplane's newest record when a batch holds it before an older one (found by the chaos suite, seed 5001)", async () => {
+    // Arrange: x goes r -> s -> t; only r's record was processed
+    const world = indexWorld();
+    const r = dataplane("A", "x", ["r"]);
+    const s = dataplane("A", "x", ["s"]);
+    const t = dataplane("A", "x", ["t"]);
+    await deliver(world, [createMesh(world, "A"), put(world, r)]);
+    const toS = put(world, s, r);
+    const toT = put(world, t, s);
+
+    // Act: one batch with the newer record first (a batch put together from retried records)
+    await deliver(world, [toT, toS]);
+
+    // Assert
+    expect(allViolations(world)).toEqual([]);
+    expect(listed(world, "A")).toEqual(["t"]);
+  });
 });

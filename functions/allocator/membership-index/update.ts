@@ -63,7 +63,14 @@ export async function updateIndex(
   /** Per dataplane: what the old image of its first record in the batch contributes. */
   const first = new Map<string, readonly Contribution[]>();
   const issues: InputIssue[] = [];
-  for (const change of changes) {
+  // In stream order whatever the batch's: a dataplane's newest image is its highest sequence
+  // number's (a batch put together after a retry may hold an older record after a newer one).
+  const ordered = [...changes].sort((a, b) => {
+    const x = paddedSequence(a.sequence);
+    const y = paddedSequence(b.sequence);
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  for (const change of ordered) {
     const id = dataplaneId(change.key);
     if (!first.has(id)) first.set(id, change.before);
     const list = others.get(id) ?? [];
