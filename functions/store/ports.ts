@@ -211,6 +211,8 @@ export interface AddressCandidate {
   readonly offset: bigint;
   /** Set when the address is taken over from a released service. */
   readonly reclaimFrom?: AddressClaim;
+  /** The reclaim cutoff it was found by (the quarantine was over then, so at the claim too). */
+  readonly reclaimCutoffMs?: number;
 }
 
 export type ClaimOutcome = "ok" | "address-taken" | "service-changed";
@@ -254,19 +256,30 @@ export interface ReleaseRequest {
   readonly former?: readonly string[];
 }
 
-/**
- * A conditional write's result: whether it was written, and the service claim as it is now
- * (after the write, or as found when the condition failed; undefined when there is none).
- */
+/** Whether a conditional write was written, and the service claim after it (or as found). */
 export interface ClaimWriteResult {
   readonly written: boolean;
   readonly claim: ServiceClaim | undefined;
 }
 
-/** The waiting meshes, and the range each mesh asked about was last passed under (if known). */
+/** The waiting meshes (each entry's item revision) and the meshes' range records. */
 export interface PassState {
-  readonly waiting: ReadonlySet<string>;
-  readonly ranges: ReadonlyMap<string, string>;
+  readonly waiting: ReadonlyMap<string, ItemRevision | undefined>;
+  readonly ranges: ReadonlyMap<string, MeshRange>;
+}
+
+/** A mesh's range record: its item's range, and which item (absent: written before 112). */
+export interface MeshRange {
+  readonly cidr: string;
+  readonly revision?: ItemRevision;
+}
+
+/** A change of a mesh's waiting entry, tied to the item a pass left (decision 111). */
+export interface WaitingRequest {
+  readonly waiting: boolean;
+  readonly item: ItemRevision;
+  /** An incarnation the caller saw on the list before it read the item (a dead one). */
+  readonly seen?: string;
 }
 
 /** A range's claim counter (how many addresses of the range have a claim). */
@@ -331,16 +344,12 @@ export interface ClaimsPort {
   getRenumberings(): Promise<number>;
   /** The meshes whose item lists unallocated services. */
   getWaiting(): Promise<string[]>;
-  /**
-   * What decides whether a batch may skip a mesh's pass besides presence (decision 055): the
-   * waiting meshes and the range each of `meshes` was last passed under (one strongly
-   * consistent read).
-   */
+  /** The waiting list and `meshes`' range records, one strongly consistent read (055). */
   getPassState(meshes: readonly string[]): Promise<PassState>;
-  /** Records that `mesh`'s item was brought into `cidr` by a completed pass. */
-  setMeshRange(mesh: string, cidr: string): Promise<void>;
-  /** Records whether `mesh`'s item lists unallocated services. */
-  setWaiting(mesh: string, waiting: boolean): Promise<void>;
+  /** Records that `revision` of `mesh`'s item is in `cidr` (decision 112); false: a newer stays. */
+  setMeshRange(mesh: string, cidr: string, revision: ItemRevision, seen?: string): Promise<boolean>;
+  /** Records whether `mesh`'s item lists unallocated services (decision 111); false: kept. */
+  setWaiting(mesh: string, request: WaitingRequest): Promise<boolean>;
   putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;
   claimAddress(request: ClaimRequest): Promise<ClaimOutcome>;
   removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;

@@ -30,8 +30,10 @@ import type {
   ClaimsPage,
   ClaimsPort,
   ClaimWriteResult,
+  ItemRevision,
   LeaveRequest,
   MembershipRequest,
+  MeshRange,
   PassState,
   PoolPort,
   ReleaseRequest,
@@ -40,6 +42,7 @@ import type {
   StreamLagNote,
   SweepPositionPort,
   SweepState,
+  WaitingRequest,
 } from "./ports.ts";
 import {
   decodeStreamLag,
@@ -47,7 +50,7 @@ import {
   streamLagWrite,
   sweepStateWrite,
 } from "./sweep-state-item.ts";
-import { waitingMeshes, waitingWrite } from "./waiting-item.ts";
+import { waitingEntries, waitingMeshes, waitingWrite } from "./waiting-item.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
 export interface ClaimTable {
@@ -120,26 +123,32 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
     return waitingMeshes(item);
   }
 
-  async setWaiting(mesh: string, waiting: boolean): Promise<void> {
-    await this.table.write("claims.setWaiting", [waitingWrite(mesh, waiting)]);
+  async setWaiting(mesh: string, request: WaitingRequest): Promise<boolean> {
+    return (await this.table.write("claims.setWaiting", [waitingWrite(mesh, request)])).ok;
   }
 
   async getPassState(meshes: readonly string[]): Promise<PassState> {
     const keys = [WAITING_KEY, ...[...new Set(meshes)].map(meshRangeKey)];
-    const ranges = new Map<string, string>();
-    let waiting: string[] = [];
+    const ranges = new Map<string, MeshRange>();
+    let waiting = new Map<string, ItemRevision | undefined>();
     for (const item of await this.table.get("claims.getPassState", keys)) {
-      if (item.pk === WAITING_KEY) waiting = waitingMeshes(item);
-      const range = decodeMeshRange(item);
-      if (range !== undefined && item.pk === meshRangeKey(range.mesh)) {
-        ranges.set(range.mesh, range.cidr);
+      if (item.pk === WAITING_KEY) waiting = waitingEntries(item);
+      const record = decodeMeshRange(item);
+      if (record !== undefined && item.pk === meshRangeKey(record.mesh)) {
+        ranges.set(record.mesh, record.range);
       }
     }
-    return { waiting: new Set(waiting), ranges };
+    return { waiting, ranges };
   }
 
-  async setMeshRange(mesh: string, cidr: string): Promise<void> {
-    await this.table.write("claims.setMeshRange", [meshRangeWrite(mesh, cidr)]);
+  async setMeshRange(
+    mesh: string,
+    cidr: string,
+    revision: ItemRevision,
+    seen?: string,
+  ): Promise<boolean> {
+    const write = meshRangeWrite(mesh, cidr, revision, seen);
+    return (await this.table.write("claims.setMeshRange", [write])).ok;
   }
 
   async getRenumberings(): Promise<number> {

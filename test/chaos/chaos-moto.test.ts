@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
-import { runChaos } from "./chaos.ts";
+import { runChaos, uncheckedWithoutCause } from "./chaos.ts";
 import { motoBackend } from "./moto-backend.ts";
 
 let emulator: LocalEmulator;
@@ -22,6 +22,7 @@ describe("chaos on the local engine: the DynamoDB adapters through an SDK client
     async (seed) => {
       const result = await runChaos(seed, 30, { backend: motoBackend(emulator) });
 
+      expect(uncheckedWithoutCause(result)).toEqual([]);
       expect(result.preSweepViolations ?? []).toEqual([]);
       expect(result.preSweepLeaks ?? []).toEqual([]);
       expect(result.redeliveryChanges).toEqual([]);

@@ -1,48 +1,91 @@
 import { describe, expect, it } from "vitest";
-import { failed, KNOWN_FAILING_SEEDS, runChaos } from "./chaos.ts";
+import {
+  belowFloor,
+  type ChaosResult,
+  failed,
+  PRE_SWEEP_FLOOR,
+  runChaos,
+  uncheckedWithoutCause,
+} from "./chaos.ts";
 
 /** Seeds of the default suite; `npm run chaos -- --runs N --seed S` runs more. */
 const SEEDS = Array.from({ length: 60 }, (_, i) => 1000 + i);
 
+/** The default suite's runs, by seed (each seed's test fills it; the floor test reads it). */
+const RUNS = new Map<number, ChaosResult>();
+
+async function defaultRun(seed: number): Promise<ChaosResult> {
+  const known = RUNS.get(seed);
+  if (known !== undefined) return known;
+  const result = await runChaos(seed, 80);
+  RUNS.set(seed, result);
+  return result;
+}
+
+function expectClean(result: ChaosResult): void {
+  // Unchecked before the sweep only when a record was lost (or, for leaks, an invocation
+  // killed): never silently.
+  expect(uncheckedWithoutCause(result)).toEqual([]);
+  expect(result.preSweepViolations ?? []).toEqual([]);
+  expect(result.preSweepLeaks ?? []).toEqual([]);
+  expect(result.redeliveryChanges).toEqual([]);
+  expect(result.violations).toEqual([]);
+  expect(result.leaks).toEqual([]);
+  expect(result.secondRepairDetails).toEqual([]);
+  expect(result.invocations).toBeGreaterThan(0);
+}
+
 describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)", () => {
-  it("has no seed known to fail (a listed seed is a bug to fix, not to skip)", () => {
-    expect(KNOWN_FAILING_SEEDS).toEqual([]);
-  });
-
   it.each(SEEDS)(
-    "seed %i: every invariant holds before the sweep (the event path) and after it",
+    "seed %i (external services and their hosts in the mix): every invariant holds before the sweep (the event path) and after it",
     async (seed) => {
-      const result = await runChaos(seed, 80);
-
-      expect(result.preSweepViolations ?? []).toEqual([]);
-      expect(result.preSweepLeaks ?? []).toEqual([]);
-      expect(result.redeliveryChanges).toEqual([]);
-      expect(result.violations).toEqual([]);
-      expect(result.leaks).toEqual([]);
-      expect(result.secondRepairs).toBe(0);
-      expect(result.invocations).toBeGreaterThan(0);
+      expectClean(await defaultRun(seed));
     },
   );
 
-  it.each(SEEDS.slice(0, 30))(
-    "seed %i with external services and their hosts in the mix: every invariant holds before and after the sweep",
-    async (seed) => {
-      const result = await runChaos(seed, 80, { externalServices: true });
+  it("checks the event path alone in enough of the default runs, external services among them", async () => {
+    const results = [];
+    for (const seed of SEEDS) results.push(await defaultRun(seed));
+    const checked = results.filter((result) => result.preSweepViolations !== undefined);
+    const withExternal = results.filter((result) =>
+      result.operations.some((op) => op.startsWith("external-service put")),
+    );
 
-      expect(result.operations.some((op) => op.startsWith("external-service put"))).toBe(true);
-      expect(result.preSweepViolations ?? []).toEqual([]);
-      expect(result.preSweepLeaks ?? []).toEqual([]);
-      expect(result.redeliveryChanges).toEqual([]);
-      expect(result.violations).toEqual([]);
-      expect(result.leaks).toEqual([]);
-      expect(result.secondRepairs).toBe(0);
+    expect(belowFloor(results)).toEqual([]);
+    expect(checked.length).toBeGreaterThanOrEqual(PRE_SWEEP_FLOOR.checked * SEEDS.length);
+    expect(withExternal.length).toBeGreaterThanOrEqual(SEEDS.length / 2);
+  });
+
+  it("says a share of runs below the floor is below it", () => {
+    const run = (checked: boolean, leaks: boolean) =>
+      ({
+        preSweepViolations: checked ? [] : undefined,
+        preSweepLeaks: leaks ? [] : undefined,
+      }) as unknown as ChaosResult;
+    const enough = [run(true, true), run(true, false), run(false, false)];
+    const few = [run(true, false), run(false, false), run(false, false), run(false, false)];
+
+    expect(belowFloor(enough)).toEqual([]);
+    expect(belowFloor(few)).toEqual([
+      "invariants 1-10 checked in 1 of 4 runs",
+      "leaks checked in 0 of 4 runs",
+    ]);
+  });
+
+  it.each(SEEDS.slice(0, 30))(
+    "seed %i without external services: every invariant holds before and after the sweep",
+    async (seed) => {
+      const result = await runChaos(seed, 80, { externalServices: false });
+
+      expect(result.operations.some((op) => op.startsWith("external-service"))).toBe(false);
+      expectClean(result);
     },
   );
 
   it("injects every kind of fault over the default seeds", async () => {
     const kinds = new Set<string>();
     for (const seed of SEEDS.slice(0, 20)) {
-      for (const kind of (await runChaos(seed, 80)).faults.keys()) kinds.add(kind);
+      for (const kind of (await defaultRun(seed)).faults.keys()) kinds.add(kind);
     }
     expect([...kinds].sort()).toEqual([
       "cidr-change",
@@ -61,9 +104,11 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     // without the sweep (npm run chaos -- --no-sweep). (Seed 2 did too until the skipped
     // passes of decision 073 changed which requests its faults hit.)
     const without = await Promise.all(
-      [15, 21, 29].map((seed) => runChaos(seed, 80, { sweep: false })),
+      [15, 21, 29].map((seed) => runChaos(seed, 80, { sweep: false, externalServices: false })),
     );
-    const withSweep = await Promise.all([15, 21, 29].map((seed) => runChaos(seed, 80)));
+    const withSweep = await Promise.all(
+      [15, 21, 29].map((seed) => runChaos(seed, 80, { externalServices: false })),
+    );
 
     expect(without.every(failed)).toBe(true);
     expect(withSweep.some(failed)).toBe(false);
@@ -75,7 +120,7 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     async (seed) => {
       // Found by npm run chaos: with no quarantine, a mesh swept before another mesh's pass freed
       // an address kept its service unallocated until the next cycle (a second sweep corrected it).
-      const result = await runChaos(seed, 80);
+      const result = await runChaos(seed, 80, { externalServices: false });
 
       expect(result.secondRepairDetails).toEqual([]);
       expect(result.violations).toEqual([]);
@@ -87,7 +132,7 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     // the generator learned lost responses and out-of-order deliveries, and before the skipped
     // passes of decision 073 changed which requests the faults hit): the sweep dropped such an
     // address but handed it out only a cycle later.
-    const result = await runChaos(387, 80);
+    const result = await runChaos(387, 80, { externalServices: false });
 
     expect(result.repairs.get("address-orphaned")).toBe(1);
     expect(result.violations).toEqual([]);
@@ -97,7 +142,7 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
   it("seed 236: an address a renumbering kept for its service is held, not free (regression)", async () => {
     // Found by the first 300-run: flip-flopping VIP_CIDR on a /29 leaves every address kept by
     // renumbered services (decision 012); the exhaustion check once counted one as free.
-    const result = await runChaos(236, 80);
+    const result = await runChaos(236, 80, { externalServices: false });
 
     expect(result.violations).toEqual([]);
   });

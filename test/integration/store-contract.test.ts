@@ -598,6 +598,63 @@ describe.each(IMPLEMENTATIONS)("ClaimStore contract: %s", (_name, make) => {
     expect([created, duplicate, advanced, stale]).toEqual([true, false, true, false]);
     expect(await claims.getSweepState()).toEqual({ ...state, phase: "done", version: 2 });
   });
+
+  it("keeps a mesh on the waiting list against an older version's removal, and lets a seen incarnation go", async () => {
+    // Arrange: M joins for (i1, v2); N joins for (i1, v1)
+    const { claims } = await make();
+    const at = (incarnation: string, version: number) => ({ incarnation, version });
+    await claims.setWaiting("M", { waiting: true, item: at("i1", 2) });
+    await claims.setWaiting("__proto__", { waiting: true, item: at("i1", 1) });
+
+    // Act: an older version's join and leave of M; a newer version's leave of __proto__; a
+    // leave of M by another incarnation, first unseen, then seen
+    const olderJoin = await claims.setWaiting("M", { waiting: true, item: at("i1", 1) });
+    const olderLeave = await claims.setWaiting("M", { waiting: false, item: at("i1", 1) });
+    const state = await claims.getPassState([]);
+    const newerLeave = await claims.setWaiting("__proto__", { waiting: false, item: at("i1", 3) });
+    const unseen = await claims.setWaiting("M", { waiting: false, item: at("i2", 9) });
+    const seen = await claims.setWaiting("M", { waiting: false, item: at("i2", 1), seen: "i1" });
+
+    // Assert
+    expect(state.waiting).toEqual(
+      new Map([
+        ["M", at("i1", 2)],
+        ["__proto__", at("i1", 1)],
+      ]),
+    );
+    expect([olderJoin, olderLeave, newerLeave, unseen, seen]).toEqual([
+      false,
+      false,
+      true,
+      false,
+      true,
+    ]);
+    expect(await claims.getWaiting()).toEqual([]);
+  });
+
+  it("keeps a mesh's range record of the newest item version, and lets a seen incarnation go", async () => {
+    // Arrange
+    const { claims } = await make();
+    const at = (incarnation: string, version: number) => ({ incarnation, version });
+    const first = await claims.setMeshRange("constructor", "10.0.0.0/24", at("i1", 3));
+
+    // Act: an older version, the same again, another incarnation unseen, then seen
+    const older = await claims.setMeshRange("constructor", "240.0.0.0/4", at("i1", 2));
+    const same = await claims.setMeshRange("constructor", "10.0.0.0/24", at("i1", 3));
+    const unseen = await claims.setMeshRange("constructor", "240.0.0.0/4", at("i2", 1));
+    const kept = await claims.getPassState(["constructor", "absent"]);
+    const seen = await claims.setMeshRange("constructor", "240.0.0.0/4", at("i2", 1), "i1");
+
+    // Assert
+    expect([first, older, same, unseen, seen]).toEqual([true, false, true, false, true]);
+    expect(kept.ranges).toEqual(
+      new Map([["constructor", { cidr: "10.0.0.0/24", revision: at("i1", 3) }]]),
+    );
+    expect((await claims.getPassState(["constructor"])).ranges.get("constructor")).toEqual({
+      cidr: "240.0.0.0/4",
+      revision: at("i2", 1),
+    });
+  });
 });
 
 describe.each(IMPLEMENTATIONS)("MembershipIndex contract: %s", (_name, make) => {

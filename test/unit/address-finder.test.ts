@@ -9,7 +9,7 @@ describe("AddressFinder", () => {
   it("gives concurrent callers candidates of a small range while the first window is read", async () => {
     // Arrange: a fresh /27 (32 free addresses), four passes asking at once
     const claims = new InMemoryClaimStore();
-    const finder = new AddressFinder(claims, VipPool.parse("240.0.0.0/27"), 0, 3600);
+    const finder = new AddressFinder(claims, VipPool.parse("240.0.0.0/27"), () => 0, 3600);
 
     // Act
     const candidates = await Promise.all([
@@ -31,7 +31,7 @@ describe("AddressFinder", () => {
   it("hands a returned candidate out again first, so a fresh range has no holes", async () => {
     // Arrange
     const claims = new InMemoryClaimStore();
-    const finder = new AddressFinder(claims, VipPool.parse("240.0.0.0/28"), 0, 3600);
+    const finder = new AddressFinder(claims, VipPool.parse("240.0.0.0/28"), () => 0, 3600);
     const first = await finder.next();
     const second = await finder.next();
 
@@ -57,7 +57,7 @@ describe("AddressFinder", () => {
       nowMs: 0,
       reclaimCutoffMs: 0,
     });
-    const finder = new AddressFinder(claims, pool, 0, 3600);
+    const finder = new AddressFinder(claims, pool, () => 0, 3600);
     const held = await finder.next();
     expect(held?.vip).toBe("240.0.0.1");
 
@@ -94,7 +94,7 @@ describe("AddressFinder", () => {
       nowMs: 0,
       reclaimCutoffMs: 0,
     });
-    const finder = new AddressFinder(claims, pool, 0, 3600);
+    const finder = new AddressFinder(claims, pool, () => 0, 3600);
 
     // Act / Assert
     expect(await finder.next()).toBeUndefined();

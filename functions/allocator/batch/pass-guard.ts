@@ -1,4 +1,5 @@
-import type { ClaimsPort } from "../../store/ports.ts";
+import type { ClaimsPort, PassState } from "../../store/ports.ts";
+import type { MeshOutcome } from "../pass/outcome.ts";
 import type { Telemetry } from "../telemetry.ts";
 
 /**
@@ -8,16 +9,20 @@ import type { Telemetry } from "../telemetry.ts";
  * presence still needs its pass when
  * - it is waiting for an address (its item lists unallocated services: a quarantine may have
  *   ended since), or
- * - the range it was last passed under is not the range this invocation runs with (`VIP_CIDR`
- *   changed: its VIPs outside the new range are renumbered), or is not known.
+ * - the range its item was last recorded in is not the range this invocation runs with
+ *   (`VIP_CIDR` changed: its VIPs outside the new range are renumbered), or is not known.
  * One strongly consistent read of the claims table per batch (the waiting item and the meshes'
- * range records).
+ * range records). Both are written tied to the item revision they describe (decisions 111,
+ * 112), so a pass held after its item write can never make them say less than a newer pass
+ * did.
  */
 export interface PassGuard {
   /** Touched meshes without a change of presence whose pass is still needed. */
   readonly needed: ReadonlySet<string>;
-  /** Meshes whose recorded range is not `cidr`: recorded after their pass completes. */
-  readonly unrecorded: ReadonlySet<string>;
+  /** What the guard read, before any pass of the batch read an item. */
+  readonly state: PassState;
+  /** The meshes whose range record it read. */
+  readonly read: ReadonlySet<string>;
 }
 
 export async function guardPasses(
@@ -26,31 +31,44 @@ export async function guardPasses(
   passes: ReadonlySet<string>,
   cidr: string,
 ): Promise<PassGuard> {
-  if (touched.length === 0) return { needed: new Set(), unrecorded: new Set() };
+  if (touched.length === 0) {
+    return { needed: new Set(), state: { waiting: new Map(), ranges: new Map() }, read: new Set() };
+  }
   const state = await claims.getPassState(touched);
-  const unrecorded = new Set(touched.filter((mesh) => state.ranges.get(mesh) !== cidr));
   const needed = new Set(
     touched.filter(
-      (mesh) => !passes.has(mesh) && (state.waiting.has(mesh) || unrecorded.has(mesh)),
+      (mesh) =>
+        !passes.has(mesh) && (state.waiting.has(mesh) || state.ranges.get(mesh)?.cidr !== cidr),
     ),
   );
-  return { needed, unrecorded };
+  return { needed, state, read: new Set(touched) };
 }
 
 /**
- * After the passes: the range of every mesh whose pass completed under `cidr` (a completed
- * pass leaves the item in the invocation's range) and whose record said otherwise. Failing here
- * costs a pass again later, nothing more.
+ * After the passes: the range record of each mesh whose completed pass left an item, when the
+ * guard read a record that says another range (or none), or when the pass moved the item into
+ * another range (or created it): `range#<mesh>` then names the item's range and revision
+ * (decision 112). The write keeps a record of a newer version of the item, so of two passes
+ * that overtook each other, the later version's range stays. A record of another incarnation
+ * is overwritten only when the guard read it, before the pass read the item (so that
+ * incarnation's item was gone). Failing here costs a pass again later (the next record under
+ * the invocation's range finds the record differ), nothing more.
  */
 export async function recordRanges(
   claims: ClaimsPort,
-  meshes: Iterable<string>,
-  cidr: string,
+  outcomes: readonly MeshOutcome[],
+  guard: PassGuard | undefined,
   telemetry: Telemetry,
 ): Promise<void> {
-  for (const mesh of meshes) {
+  for (const { mesh, left, rangeChanged } of outcomes) {
+    if (left === undefined) continue;
+    const read = guard?.read.has(mesh) === true;
+    const recorded = guard?.state.ranges.get(mesh);
+    if (!(read && recorded?.cidr !== left.cidr) && rangeChanged !== true) continue;
+    const other = read ? recorded?.revision?.incarnation : undefined;
+    const seen = other !== undefined && other !== left.incarnation ? other : undefined;
     try {
-      await claims.setMeshRange(mesh, cidr);
+      await claims.setMeshRange(mesh, left.cidr, left, seen);
     } catch (error) {
       telemetry.warn("could not record a mesh's range; its next record passes it again", {
         mesh,

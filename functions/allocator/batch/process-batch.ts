@@ -131,6 +131,7 @@ export async function processBatch(
           index,
           meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()),
           known.get(mesh),
+          touched.get(mesh),
         );
 
   // One address finder for the whole invocation: its meshes never race each other for an
@@ -153,16 +154,21 @@ export async function processBatch(
   const skipped = touchedMeshes.length - meshes.length;
   if (skipped > 0) telemetry.metric(METRIC.passesSkipped, "Count", skipped);
   const completed = new Set<string>();
-  /** Meshes whose completed pass left an item (not a deleted mesh's). */
-  const itemLeft = new Set<string>();
+  const outcomes: MeshOutcome[] = [];
   const woken = new Set<string>();
   const passOne = async (mesh: string): Promise<void> => {
     try {
       const view = viewFor(mesh);
-      const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
+      // The guard read the waiting list before any pass read an item (decision 111).
+      const listed = guard?.state.waiting;
+      const result = await reconcileMesh(mesh, {
+        ...deps,
+        ...(view !== undefined ? { view } : {}),
+        ...(listed?.has(mesh) === true ? { waitingEntry: { revision: listed.get(mesh) } } : {}),
+      });
       for (const other of result.wake ?? []) woken.add(other);
       completed.add(mesh);
-      if (result.action !== "deleted" && result.action !== "absent") itemLeft.add(mesh);
+      outcomes.push(result);
       settings.onOutcome?.(result);
     } catch (error) {
       // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
@@ -193,10 +199,7 @@ export async function processBatch(
     await run();
   });
   if (index !== undefined) await clearPending(index, pending, completed, telemetry);
-  if (guard !== undefined) {
-    const toRecord = [...guard.unrecorded].filter((mesh) => itemLeft.has(mesh));
-    await recordRanges(ports.claims, toRecord, settings.pool.cidr, telemetry);
-  }
+  if (index !== undefined) await recordRanges(ports.claims, outcomes, guard, telemetry);
   try {
     await invocation.finish();
   } catch (error) {

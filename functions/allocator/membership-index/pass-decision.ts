@@ -9,6 +9,12 @@ export interface EntryChange {
   readonly added: readonly Contribution[];
   /** Pairs whose entries this batch removed. */
   readonly removed: readonly Contribution[];
+  /**
+   * Of `removed`, the pairs the dataplane's record did not list: entries an earlier attempt
+   * may have written and died before recording (decision 110). Each needs a pass whatever the
+   * read finds.
+   */
+  readonly unrecorded?: readonly Contribution[];
 }
 
 export interface PassDecision {
@@ -33,6 +39,11 @@ export interface PassDecision {
  * Two removals of the last two contributors at once: each reads after its own write, so the
  * later read sees neither and passes. Over-approximates (a new lowest-id instance of a present
  * service passes); never misses a change of presence.
+ *
+ * An entry removed that the dataplane's record did not list (`unrecorded`) was written by an
+ * attempt that died between its entries and its record (or is one of this batch's own images):
+ * another invocation may have skipped its pass because that entry came first, trusting the dead
+ * attempt to pass. Its pair needs a pass whatever the read finds (decision 110).
  */
 export async function decidePasses(
   index: MembershipIndex,
@@ -40,6 +51,8 @@ export async function decidePasses(
 ): Promise<PassDecision> {
   /** mesh -> service -> dataplanes of this batch that added it */
   const changed = new Map<string, Map<string, Set<string>>>();
+  /** Pairs that need a pass whatever the read finds (unrecorded entries removed). */
+  const forced = new Set<string>();
   const note = (pair: Contribution, adder: string | undefined) => {
     let services = changed.get(pair.mesh);
     if (services === undefined) {
@@ -56,6 +69,10 @@ export async function decidePasses(
   for (const change of changes) {
     for (const pair of change.added) note(pair, change.dataplane);
     for (const pair of change.removed) note(pair, undefined);
+    for (const pair of change.unrecorded ?? []) {
+      note(pair, undefined);
+      forced.add(JSON.stringify([pair.mesh, pair.service]));
+    }
   }
   const meshes = new Set<string>();
   const pairs: Contribution[] = [];
@@ -66,7 +83,11 @@ export async function decidePasses(
       for (const [service, adders] of services) {
         const contributor = first.get(service);
         if (contributor !== undefined) present.push({ mesh, service });
-        if (contributor === undefined || adders.has(dataplaneId(contributor))) {
+        if (
+          contributor === undefined ||
+          adders.has(dataplaneId(contributor)) ||
+          forced.has(JSON.stringify([mesh, service]))
+        ) {
           meshes.add(mesh);
           pairs.push({ mesh, service });
         }

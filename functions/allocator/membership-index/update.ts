@@ -60,9 +60,19 @@ export async function updateIndex(
   const latest = new Map<string, DataplaneChange>();
   /** Per dataplane: what its other images in the batch contribute (old, and superseded new). */
   const others = new Map<string, Contribution[]>();
+  /** Per dataplane: what the old image of its first record in the batch contributes. */
+  const first = new Map<string, readonly Contribution[]>();
   const issues: InputIssue[] = [];
-  for (const change of changes) {
+  // In stream order whatever the batch's: a dataplane's newest image is its highest sequence
+  // number's (a batch put together after a retry may hold an older record after a newer one).
+  const ordered = [...changes].sort((a, b) => {
+    const x = paddedSequence(a.sequence);
+    const y = paddedSequence(b.sequence);
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  for (const change of ordered) {
     const id = dataplaneId(change.key);
+    if (!first.has(id)) first.set(id, change.before);
     const list = others.get(id) ?? [];
     const superseded = latest.get(id);
     if (superseded !== undefined) list.push(...superseded.after);
@@ -123,15 +133,25 @@ export async function updateIndex(
     // left entries its record does not list: they are among this batch's images (the retried
     // record's, or the next record's old image), and go unless still contributed.
     const { removed } = diffContributions([...(before?.contributions ?? []), ...imaged], next);
+    // A record with no stream position was written by a repair or a rebuild, whose own pass
+    // may never have run: it says what the table said, not what the meshes were passed for.
+    // What this batch's images show changed is decided as this batch's own change (113).
+    const repaired = before?.sequence === "";
+    const { added } = diffContributions(
+      repaired ? (first.get(id) ?? []) : (before?.contributions ?? []),
+      next,
+    );
     const recordSame =
       before === undefined ? next.length === 0 : sameContributions(before.contributions, next);
-    if (recordSame && removed.length === 0) {
+    if (recordSame && removed.length === 0 && !(repaired && added.length > 0)) {
       knownPairs.push(...next);
       unchanged();
       continue;
     }
-    const { added } = diffContributions(before?.contributions ?? [], next);
-    entryChanges.push({ dataplane: id, added, removed });
+    // Removed entries the record did not list: an earlier attempt's, which may have died after
+    // writing them, with others skipping their pass because of them (decision 110).
+    const { added: unrecorded } = diffContributions(before?.contributions ?? [], removed);
+    entryChanges.push({ dataplane: id, added, removed, unrecorded });
     writes.push({
       key: change.key,
       // Every entry it contributes, not just the new ones: idempotent, and it restores any

@@ -6,12 +6,14 @@ import { listedServices, type ServiceSetView, same } from "../pass/service-set-v
  * The incremental view: the item's services, with only the `touched` ones looked up in the
  * membership index (one `Limit: 1` query each). A mesh with no item, or one whose own record
  * arrived (`touched` = "all"), reads its whole service set from the index (one paged query of
- * its entries), never from the dataplanes table.
+ * its entries), never from the dataplanes table. `named`: the services the batch's records
+ * named in the mesh (`touched`, unless that is "all").
  */
 export function indexView(
   index: MembershipIndex,
   touched: ReadonlySet<string> | "all",
   known: ReadonlySet<string> = new Set(),
+  named: ReadonlySet<string> = touched === "all" ? new Set() : touched,
 ): ServiceSetView {
   let full = touched === "all";
   /**
@@ -33,6 +35,7 @@ export function indexView(
   };
   const none: ReadonlySet<string> = new Set();
   return {
+    touched: named,
     async read(mesh, current, attempt) {
       if (touched === "all" || current === undefined) {
         full = true;

@@ -1,5 +1,5 @@
 import type { VipPool } from "../../domain/pool.ts";
-import { quarantineOver } from "../../domain/quarantine.ts";
+import { reclaimCutoffMs } from "../../domain/quarantine.ts";
 import type { AddressCandidate, ClaimsPort, PoolPort } from "../../store/ports.ts";
 
 /**
@@ -42,7 +42,8 @@ export class AddressFinder {
   constructor(
     private readonly claims: ClaimsPort & PoolPort,
     private readonly pool: VipPool,
-    private readonly nowMs: number,
+    /** The clock a quarantine is judged by, when the claims are read (decision 115). */
+    private readonly now: () => number,
     private readonly quarantineSeconds: number,
   ) {}
 
@@ -100,16 +101,16 @@ export class AddressFinder {
     if (offsets.length === 0) return;
     const vips = offsets.map((offset) => this.pool.addressAt(offset));
     const existing = await this.claims.getAddresses(vips);
+    // Judged by the clock after the read: an address released earlier in this invocation (no
+    // quarantine) is free now, whenever the invocation started.
+    const cutoffMs = reclaimCutoffMs(this.now(), this.quarantineSeconds);
     offsets.forEach((offset, index) => {
       const vip = vips[index] as string;
       const claim = existing.get(vip);
       if (claim === undefined) {
         this.buffer.push({ vip, offset });
-      } else if (
-        claim.releasedAt !== undefined &&
-        quarantineOver(claim.releasedAt, this.nowMs, this.quarantineSeconds)
-      ) {
-        this.buffer.push({ vip, offset, reclaimFrom: claim });
+      } else if (claim.releasedAt !== undefined && claim.releasedAt <= cutoffMs) {
+        this.buffer.push({ vip, offset, reclaimFrom: claim, reclaimCutoffMs: cutoffMs });
       }
     });
   }

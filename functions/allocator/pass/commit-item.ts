@@ -5,8 +5,8 @@ import type { VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { inputsStill } from "./inputs.ts";
-import { type Asserted, joinMesh, leaveAll, retract } from "./memberships.ts";
-import { type Attempt, outcome, settled } from "./outcome.ts";
+import { type Asserted, joinMesh, leaveAll, retract, retractPast } from "./memberships.ts";
+import { type Attempt, itemLeft, outcome, settled } from "./outcome.ts";
 import type { Claimed } from "./plan-and-claim.ts";
 import { waiting, waitingAndWake } from "./waiting.ts";
 
@@ -27,20 +27,21 @@ export async function commitItem(
 ): Promise<Attempt> {
   const { plan, unallocated, finder } = claimed;
   const content = buildContent(claimed.assigned, unallocated, deps.pool.cidr);
-  if (sameContent(current, content)) {
+  if (current !== undefined && sameContent(current, content)) {
     return await unchanged(mesh, current, claimed, deps, asserted, attempt);
   }
 
   // Services that left, and renumbered services that found no address in the new range: the
   // item no longer lists them, so the mesh leaves their claims (recorded on the item first, so
   // a pass after a crash between the write and the leave finishes it).
+  // (A service the new item lists with an address is never leaving: this pass asserted it.)
   const leaving = [
     ...new Set([
       ...plan.removed.keys(),
       ...[...plan.outOfRange.keys()].filter((service) => unallocated.has(service)),
       ...claimed.stillMembers,
     ]),
-  ];
+  ].filter((service) => own(content.vips, service) === undefined);
   const { version, incarnation } = claimed.membership;
   const item: VipItem = {
     mesh,
@@ -80,9 +81,10 @@ export async function commitItem(
       servicesNotWritten: notWritten.slice(0, 50),
       servicesNotWrittenCount: notWritten.length,
     });
-    return settled(
-      outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
-    );
+    return settled({
+      ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+      ...(current !== undefined ? { left: itemLeft(current) } : {}),
+    });
   }
   telemetry.metric(METRIC.meshWrites, "Count", 1);
   telemetry.metric(METRIC.itemBytes, "Bytes", bytes);
@@ -106,7 +108,14 @@ export async function commitItem(
     unallocated: unallocated.size,
     bytes,
   });
-  const wake = await waitingAndWake(mesh, deps, waiting(current), unallocated.size > 0, released);
+  const wake = await waitingAndWake(
+    mesh,
+    deps,
+    waiting(current),
+    unallocated.size > 0,
+    released,
+    item,
+  );
   const written = {
     ...outcome(
       mesh,
@@ -118,6 +127,8 @@ export async function commitItem(
       attempt,
     ),
     wake,
+    left: itemLeft(item),
+    rangeChanged: current?.cidr !== item.cidr,
     ...(Object.keys(renumbered).length > 0 ? { renumbered } : {}),
   };
   // With no quarantine, addresses released just now can serve the unallocated right away.
@@ -139,16 +150,16 @@ export async function commitItem(
 /** The content is what the item lists: no write; an earlier write's leave is finished. */
 async function unchanged(
   mesh: string,
-  current: VipItem | undefined,
+  current: VipItem,
   claimed: Claimed,
   deps: ReconcileDeps,
   asserted: Asserted,
   attempt: number,
 ): Promise<Attempt> {
   const { unallocated, stillMembers, finder } = claimed;
-  await retract(mesh, deps, asserted, current);
+  const left = await retractPast(mesh, deps, asserted, current);
   let releasedNow = 0;
-  if (current !== undefined && stillMembers.length > 0) {
+  if (stillMembers.length > 0) {
     // The write that dropped them was not followed by the leave (a crash, a lost response):
     // finish it now.
     releasedNow = await leaveAll(stillMembers, mesh, current, deps);
@@ -163,10 +174,12 @@ async function unchanged(
     waiting(current),
     unallocated.size > 0,
     releasedNow,
+    left,
   );
   return settled({
-    ...outcome(mesh, "unchanged", current?.version, {}, {}, [...unallocated.keys()], attempt),
+    ...outcome(mesh, "unchanged", left.version, {}, {}, [...unallocated.keys()], attempt),
     wake,
+    left: itemLeft(left),
   });
 }
 

@@ -1,13 +1,13 @@
 import { VersionConflictError } from "../../domain/errors.ts";
 import { recordOf } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
-import type { VipItemStore } from "../../store/ports.ts";
+import type { ItemRevision, VipItemStore } from "../../store/ports.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { inputsStill } from "./inputs.ts";
 import { type Asserted, type FailureState, leaveDeletedItem, retract } from "./memberships.ts";
 import { type Attempt, outcome, settled } from "./outcome.ts";
-import { waiting, waitingAndWake } from "./waiting.ts";
+import { leaveWaiting, waiting, waitingAndWake } from "./waiting.ts";
 
 /**
  * Step 1 of a pass, for a mesh that no longer exists: its item is deleted, then its services
@@ -25,6 +25,11 @@ export async function passDeletedMesh(
   const { telemetry } = deps;
   if (current === undefined) {
     await retract(mesh, deps, asserted, undefined);
+    // An entry the caller saw on the waiting list names an incarnation whose item is gone.
+    const seen = deps.waitingEntry?.revision;
+    if (deps.waitingEntry !== undefined) {
+      await leaveWaiting(mesh, deps, every(seen?.incarnation ?? ""));
+    }
     return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
   }
   await deleteItem(deps.vipItems, current);
@@ -39,7 +44,14 @@ export async function passDeletedMesh(
     services: Object.keys(current.vips).length,
     released,
   });
-  const wake = await waitingAndWake(mesh, deps, waiting(current), false, released);
+  const wake = await waitingAndWake(
+    mesh,
+    deps,
+    waiting(current),
+    false,
+    released,
+    every(current.incarnation),
+  );
   const deleted = {
     ...outcome(
       mesh,
@@ -71,4 +83,9 @@ async function deleteItem(vipItems: VipItemStore, current: VipItem): Promise<voi
   if (found !== undefined) {
     throw new VersionConflictError(`VIP item of mesh ${current.mesh}`, current.version);
   }
+}
+
+/** Every version of `incarnation` (a deleted item's waiting entry goes, whatever its version). */
+function every(incarnation: string): ItemRevision {
+  return { incarnation, version: Number.MAX_SAFE_INTEGER };
 }

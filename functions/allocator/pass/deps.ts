@@ -1,5 +1,11 @@
 import type { VipPool } from "../../domain/pool.ts";
-import type { ClaimsPort, MeshSource, PoolPort, VipItemStore } from "../../store/ports.ts";
+import type {
+  ClaimsPort,
+  ItemRevision,
+  MeshSource,
+  PoolPort,
+  VipItemStore,
+} from "../../store/ports.ts";
 import type { Telemetry } from "../telemetry.ts";
 import type { AddressFinder } from "./address-finder.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
@@ -39,6 +45,13 @@ export interface ReconcileDeps extends PassPorts, PassSettings {
    * each attempt of a pass uses its own and flushes it.
    */
   readonly addresses?: AddressFinder;
+  /**
+   * The mesh's entry on the waiting list as the caller read it before the pass (the batch's
+   * guard): the item revision it names (undefined: an entry that names none). Absent: not on
+   * the list, or not read. A pass that leaves the item not waiting removes such an entry
+   * (decision 111).
+   */
+  readonly waitingEntry?: { readonly revision: ItemRevision | undefined };
 }
 
 /** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */

@@ -19,7 +19,7 @@ export interface Invocation {
 }
 
 export function createInvocation(ports: PassPorts, settings: PassSettings): Invocation {
-  const addresses = newFinder(ports, settings, settings.now());
+  const addresses = newFinder(ports, settings);
   const deps = {
     source: ports.source,
     vipItems: ports.vipItems,
@@ -42,21 +42,20 @@ export function createInvocation(ports: PassPorts, settings: PassSettings): Invo
  * The finder of one attempt of a pass: the invocation's, or (a pass run on its own) a finder
  * of the attempt's, flushed by `finish()` once the attempt has its addresses.
  */
-export function attemptFinder(
-  deps: ReconcileDeps,
-  nowMs: number,
-): { readonly finder: AddressFinder; finish(): Promise<void> } {
+export function attemptFinder(deps: ReconcileDeps): {
+  readonly finder: AddressFinder;
+  finish(): Promise<void>;
+} {
   if (deps.addresses !== undefined) return { finder: deps.addresses, finish: async () => {} };
-  const finder = newFinder(deps, deps, nowMs);
+  const finder = newFinder(deps, deps);
   return { finder, finish: () => flushFinder(finder, deps) };
 }
 
 function newFinder(
   ports: Pick<PassPorts, "claims">,
-  settings: Pick<PassSettings, "pool" | "quarantineSeconds">,
-  nowMs: number,
+  settings: Pick<PassSettings, "pool" | "quarantineSeconds" | "now">,
 ): AddressFinder {
-  return new AddressFinder(ports.claims, settings.pool, nowMs, settings.quarantineSeconds);
+  return new AddressFinder(ports.claims, settings.pool, settings.now, settings.quarantineSeconds);
 }
 
 /** Persists a finder's cursor and reports the range's use. */

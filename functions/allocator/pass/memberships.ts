@@ -133,6 +133,25 @@ export async function retract(
   asserted.clear();
 }
 
+/**
+ * {@link retract} against `current` when no asserted membership of its incarnation is newer
+ * than it; otherwise against the item moved past them first ({@link fencedItem}: memberships a
+ * failed pass left, found by a later one, decision 114). Returns the item as it is left.
+ */
+export async function retractPast(
+  mesh: string,
+  deps: ReconcileDeps,
+  asserted: Asserted,
+  current: VipItem,
+): Promise<VipItem> {
+  const newer = [...asserted.values()].some(
+    (held) => held.incarnation === current.incarnation && held.version > current.version,
+  );
+  const committed = newer ? await fencedItem(mesh, deps, asserted) : current;
+  await retract(mesh, deps, asserted, committed ?? current);
+  return committed ?? current;
+}
+
 /** What a failed pass must still finish: the leaves of an item it deleted. */
 export interface FailureState {
   deleted: VipItem | undefined;

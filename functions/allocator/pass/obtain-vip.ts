@@ -67,7 +67,8 @@ export async function obtainVip(service: string, ctx: ObtainContext): Promise<st
         mesh,
         membership,
         nowMs: ctx.nowMs,
-        reclaimCutoffMs: ctx.cutoffMs,
+        // The finder judged a reclaim by the clock when it read (at or after this pass began).
+        reclaimCutoffMs: Math.max(ctx.cutoffMs, candidate.reclaimCutoffMs ?? ctx.cutoffMs),
         ...(claim !== undefined ? { moveFrom: claim.vip } : {}),
       });
       if (result === "ok") {

@@ -16,6 +16,22 @@ export interface MeshOutcome {
    * addresses and there is no quarantine to wait for.
    */
   readonly wake?: readonly string[];
+  /** The item the pass left (absent: none, or a deleted mesh's): its revision and range. */
+  readonly left?: ItemLeft;
+  /** The pass wrote the item into another range than it found it in, or created it. */
+  readonly rangeChanged?: boolean;
+}
+
+/** The revision and range of the item a pass left (what the range record describes). */
+export interface ItemLeft {
+  readonly incarnation: string;
+  readonly version: number;
+  readonly cidr: string;
+}
+
+/** What the range record needs of an item. */
+export function itemLeft(item: ItemLeft): ItemLeft {
+  return { incarnation: item.incarnation, version: item.version, cidr: item.cidr };
 }
 
 /** One attempt of a pass. */

@@ -1,6 +1,6 @@
 import { alignWithClaims, exhaustedReason, type MeshPlan, planMesh } from "../../domain/plan.ts";
 import { reclaimCutoffMs } from "../../domain/quarantine.ts";
-import { emptyRecord } from "../../domain/records.ts";
+import { emptyRecord, own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
@@ -8,6 +8,7 @@ import type { ReconcileDeps } from "./deps.ts";
 import { attemptFinder } from "./invocation.ts";
 import type { Asserted } from "./memberships.ts";
 import { obtainVip } from "./obtain-vip.ts";
+import { listedServices } from "./service-set-view.ts";
 
 /** What the plan-and-claim step leaves for the commit: the content to write and why. */
 export interface Claimed {
@@ -47,11 +48,24 @@ export async function planAndClaim(
   const renumberings = await deps.claims.getRenumberings();
   const verify = current !== undefined && current.renumberings !== renumberings;
   const wanted = new Set(services);
-  const priorLeaving = (current?.leaving ?? []).filter((service) => !wanted.has(service));
+  // Leaves an earlier write recorded: of services no longer wanted, and of services it listed
+  // without an address (renumbered into a full range, so their old address's claim goes).
+  const priorLeaving = (current?.leaving ?? []).filter(
+    (service) => !wanted.has(service) || own(current?.vips, service) === undefined,
+  );
+  const unlisted = strayCandidates(current, wanted, priorLeaving, deps);
   let plan = planMesh(current, services, pool);
   const claimed = await deps.claims.getServices([
-    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving]),
+    ...new Set([...plan.needed, ...(verify ? plan.keep.keys() : []), ...priorLeaving, ...unlisted]),
   ]);
+  // Memberships a failed pass of this item's life asserted for services no item lists (its
+  // item write failed, and settling failed too, or it was killed): retracted with this pass's
+  // own, past a fence when newer than the item (decision 114).
+  for (const service of unlisted) {
+    const held = claimed.get(service)?.meshes.get(mesh);
+    if (held !== undefined && held.incarnation === current?.incarnation)
+      asserted.set(service, held);
+  }
   if (verify) {
     plan = alignWithClaims(
       plan,
@@ -75,7 +89,7 @@ export async function planAndClaim(
   const added = emptyRecord<string>();
   const renumbered = emptyRecord<string>();
   const nowMs = deps.now();
-  const { finder, finish } = attemptFinder(deps, nowMs);
+  const { finder, finish } = attemptFinder(deps);
   const cutoffMs = reclaimCutoffMs(nowMs, deps.quarantineSeconds);
 
   // New addresses this pass will look for: services with no claim in the range.
@@ -138,4 +152,20 @@ export async function planAndClaim(
     renumbered,
     finder,
   };
+}
+
+/**
+ * Services the batch named in the mesh that are neither in its set nor listed by the item nor
+ * being left: a failed pass may have asserted their membership before its item write failed.
+ */
+function strayCandidates(
+  current: VipItem | undefined,
+  wanted: ReadonlySet<string>,
+  priorLeaving: readonly string[],
+  deps: ReconcileDeps,
+): string[] {
+  const named = deps.view?.touched;
+  if (current === undefined || named === undefined) return [];
+  const listed = new Set([...listedServices(current), ...priorLeaving]);
+  return [...named].filter((service) => !wanted.has(service) && !listed.has(service));
 }

@@ -21,6 +21,12 @@ export interface ServiceSetView {
   ): Promise<{ services: string[]; issues: readonly InputIssue[] }>;
   /** Whether the set is still `services` (the post-write check), reading as little as it can. */
   still(mesh: string, services: readonly string[]): Promise<boolean>;
+  /**
+   * The services the batch's records named in this mesh (absent: not known). Of those the pass
+   * finds neither in the set nor in the item, the claims are read for a membership a failed
+   * pass asserted and left behind (decision 114).
+   */
+  readonly touched?: ReadonlySet<string>;
 }
 
 /** Whether two sorted service lists are the same. */

@@ -57,7 +57,7 @@ export async function inspectMesh(ctx: CliContext, mesh: string): Promise<ExitCo
             cidr: item.cidr,
             renumberings: item.renumberings ?? 0,
           },
-    lastPassedUnder: decodeMeshRange(range)?.cidr ?? null,
+    lastPassedUnder: decodeMeshRange(range)?.range.cidr ?? null,
     waitingForAddress: waitingMeshes(waiting).includes(mesh),
     services: item?.vips ?? {},
     hosts: item?.hosts ?? {},
