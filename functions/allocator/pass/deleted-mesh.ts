@@ -36,7 +36,12 @@ export async function passDeletedMesh(
   failure.deleted = current;
   const released = await leaveDeletedItem(mesh, current, deps);
   failure.deleted = undefined;
-  if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
+  if (released > 0) {
+    telemetry.metric(METRIC.releases, "Count", released);
+    // With no quarantine the addresses are free now: the invocation's finder reads the range
+    // again for the meshes this pass wakes.
+    deps.addresses?.freed();
+  }
   await retract(mesh, deps, asserted, undefined);
   telemetry.info("mesh deleted: VIP item removed, its services left the mesh", {
     mesh,
