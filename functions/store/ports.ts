@@ -299,13 +299,9 @@ export interface ClaimsPage {
   readonly next: string | undefined;
 }
 
-/**
- * Where the repair sweep is in its cycle (stored with the claims, so the next invocation
- * continues from there). Written conditionally on `version`: two sweeps never both advance it.
- */
+/** Where the repair sweep is in its cycle; written conditionally on `version` (one sweep advances it). */
 export interface SweepState {
-  /** Random per cycle. */
-  readonly cycle: string;
+  readonly cycle: string; // random per cycle
   /** Epoch ms when the cycle started. */
   readonly startedAt: number;
   /** `index`: a backfill's rebuild of the membership index, a page of dataplanes at a time. */
@@ -359,10 +355,7 @@ export interface ClaimsPort {
   scan(after: string | undefined, limit: number, consistent?: boolean): Promise<ClaimsPage>;
   /** Deletes an address claim whose owner has no service claim, if it is still `address`. */
   dropOrphanAddress(address: AddressClaim): Promise<boolean>;
-  /**
-   * `vips adopt`: claims `vip` for `service` (both create-if-absent, one transaction, no mesh
-   * membership yet; store/adopt-writes.ts). Which side was already claimed when it fails.
-   */
+  /** `vips adopt`: claims `vip` for `service`, both create-if-absent in one transaction. */
   adopt(request: AdoptRequest): Promise<ClaimOutcome>;
 }
 
@@ -402,8 +395,5 @@ export interface SweepPositionPort {
   streamLag(): Promise<StreamLagNote | undefined>;
 }
 
-/**
- * The whole claims table: claims, pool and sweep position, one adapter (TableClaimStore) for
- * all three. A caller takes the ports it uses.
- */
+/** The whole claims table (claims, pool, sweep position): one adapter; callers take what they use. */
 export interface ClaimStore extends ClaimsPort, PoolPort, SweepPositionPort {}

@@ -100,14 +100,15 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
   });
 
   it("finds what the event path alone leaves wrong when the sweep is left out", async () => {
-    // Seeds 15, 21 and 29 lose records or kill invocations, and leave violations or leaks
+    // Seeds 13, 15 and 29 lose records or kill invocations, and leave violations or leaks
     // without the sweep (npm run chaos -- --no-sweep). (Seed 2 did too until the skipped
-    // passes of decision 073 changed which requests its faults hit.)
+    // passes of decision 073 changed which requests its faults hit, and seed 21 until the
+    // fixes of issue 27.)
     const without = await Promise.all(
-      [15, 21, 29].map((seed) => runChaos(seed, 80, { sweep: false, externalServices: false })),
+      [13, 15, 29].map((seed) => runChaos(seed, 80, { sweep: false, externalServices: false })),
     );
     const withSweep = await Promise.all(
-      [15, 21, 29].map((seed) => runChaos(seed, 80, { externalServices: false })),
+      [13, 15, 29].map((seed) => runChaos(seed, 80, { externalServices: false })),
     );
 
     expect(without.every(failed)).toBe(true);

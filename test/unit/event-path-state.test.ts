@@ -9,10 +9,10 @@
 import { describe, expect, it } from "vitest";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
-import { dataplane, ingress } from "../fixtures/builders.ts";
+import { dataplane, ingress, meshItem, meshRecord } from "../fixtures/builders.ts";
 import { Gate, type Operation, type Pause, yieldOnce } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
-import { createMesh, deliver, indexWorld, put, remove } from "./batch-world.ts";
+import { createMesh, deleteMesh, deliver, indexWorld, put, remove, TABLES } from "./batch-world.ts";
 import type { World } from "./reconcile-world.ts";
 
 /** DynamoDB's answer once the SDK's own retries are spent. */
@@ -299,5 +299,56 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     // Assert
     expect(allViolations(world)).toEqual([]);
     expect(listed(world, "A")).toEqual(["t"]);
+  });
+
+  it("8. releases a deleted mesh's services when its leaves are throttled after the item is gone (found by the chaos suite, seed 5787)", async () => {
+    // Arrange: M lists s1 and s2; every leave of the invocation that passes the deleted mesh is
+    // throttled (its pass, and its settling, fail after the item is removed)
+    let throttle = false;
+    const world = indexWorld({
+      pause: throttling((operation) => throttle && operation === "claims.leave"),
+    });
+    await deliver(world, [createMesh(world, "M"), put(world, dataplane("M", "dp", ["s1", "s2"]))]);
+    const deleted = deleteMesh(world, "M");
+    throttle = true;
+    const failed = await deliver(world, [deleted]);
+    throttle = false;
+    expect(failed.batchItemFailures).toHaveLength(1);
+
+    // Act: the mesh's record is delivered again
+    await deliver(world, [deleted]);
+
+    // Assert
+    expect(allViolations(world)).toEqual([]);
+    expect(world.vipItems.peek("M")).toBeUndefined();
+    expect(world.claims.serviceClaim("s1")?.releasedAt).toBeDefined();
+  });
+
+  it("9. restores the entries a dead attempt removed when the retry's newest record contributes them again (found by the property test)", async () => {
+    // Arrange: x contributes s; x drops s and its delivery dies after the entries, before the
+    // record; then the mesh's own record passes M, which reads its set without s
+    const world = indexWorld();
+    const withS = dataplane("M", "x", ["s"]);
+    const without = dataplane("M", "x", []);
+    await deliver(world, [
+      createMesh(world, "M"),
+      put(world, withS),
+      put(world, dataplane("M", "k", ["keep"])),
+    ]);
+    const drops = put(world, without, withS);
+    let crashes = 1;
+    world.index.crashBeforeRecords = () => crashes-- > 0;
+    const failed = await deliver(world, [drops]);
+    expect(failed.batchItemFailures).toHaveLength(1);
+    await deliver(world, [meshRecord(TABLES.meshes, "M", { newImage: meshItem("M") })]);
+    expect(listed(world, "M")).toEqual(["keep"]);
+
+    // Act: x contributes s again; the retried batch holds both records
+    const again = put(world, withS, without);
+    await deliver(world, [drops, again]);
+
+    // Assert
+    expect(allViolations(world)).toEqual([]);
+    expect(listed(world, "M")).toEqual(["keep", "s"]);
   });
 });

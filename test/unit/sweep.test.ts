@@ -160,6 +160,30 @@ describe("the repair sweep", () => {
     expect(violations(world)).toEqual([]);
   });
 
+  it("gives a waiting mesh the addresses a removed item freed, in the same sweep (chaos seed 5684)", async () => {
+    // Arrange: a full /31 held by mesh gone's g1 and g2; mesh waits lists w as unallocated; no
+    // quarantine; gone is deleted while its records are lost
+    const { world } = crashableWorld({ cidr: "240.0.0.0/31", quarantineSeconds: 0 });
+    world.source.putMesh("gone");
+    world.source.putDataplane(dataplane("gone", "dp", ["g1", "g2"]));
+    await run(world);
+    world.source.putMesh("waits");
+    world.source.putDataplane(dataplane("waits", "dp", ["w"]));
+    await run(world);
+    expect(Object.keys(world.vipItems.peek("waits")?.unallocated ?? {})).toEqual(["w"]);
+    world.source.deleteMesh("gone");
+
+    // Act: one sweep (the meshes phase passes waits before the items phase removes gone's item)
+    await run(world);
+    const second = await run(world);
+
+    // Assert
+    expect(world.vipItems.peek("waits")?.unallocated).toBeUndefined();
+    expect(world.vipItems.peek("waits")?.vips.w).toBeDefined();
+    expect(second.repairs).toEqual([]);
+    expect(violations(world)).toEqual([]);
+  });
+
   it("puts back a listed service's missing membership, releases a claim nobody holds, fixes index and counter", async () => {
     // Arrange: damage the way lost responses, crashes between requests and lost records can.
     const { world, crashAt, heal } = crashableWorld();

@@ -62,6 +62,8 @@ export async function updateIndex(
   const others = new Map<string, Contribution[]>();
   /** Per dataplane: what the old image of its first record in the batch contributes. */
   const first = new Map<string, readonly Contribution[]>();
+  /** Per dataplane: the new images of its records the batch supersedes. */
+  const supersededImages = new Map<string, Array<readonly Contribution[]>>();
   const issues: InputIssue[] = [];
   // In stream order whatever the batch's: a dataplane's newest image is its highest sequence
   // number's (a batch put together after a retry may hold an older record after a newer one).
@@ -75,7 +77,10 @@ export async function updateIndex(
     if (!first.has(id)) first.set(id, change.before);
     const list = others.get(id) ?? [];
     const superseded = latest.get(id);
-    if (superseded !== undefined) list.push(...superseded.after);
+    if (superseded !== undefined) {
+      list.push(...superseded.after);
+      supersededImages.set(id, [...(supersededImages.get(id) ?? []), superseded.after]);
+    }
     list.push(...change.before);
     others.set(id, list);
     latest.set(id, change);
@@ -137,13 +142,21 @@ export async function updateIndex(
     // may never have run: it says what the table said, not what the meshes were passed for.
     // What this batch's images show changed is decided as this batch's own change (113).
     const repaired = before?.sequence === "";
+    // And pairs a superseded image of this batch lacked: an attempt that died after writing
+    // that image's entries removed theirs while the record still lists them; they are written
+    // again and decided as added (decision 110).
+    const restored = (supersededImages.get(id) ?? []).flatMap(
+      (image) => diffContributions(image, next).added,
+    );
     const { added } = diffContributions(
       repaired ? (first.get(id) ?? []) : (before?.contributions ?? []),
       next,
     );
+    added.push(...diffContributions(added, restored).added);
     const recordSame =
       before === undefined ? next.length === 0 : sameContributions(before.contributions, next);
-    if (recordSame && removed.length === 0 && !(repaired && added.length > 0)) {
+    const undecided = (repaired || restored.length > 0) && added.length > 0;
+    if (recordSame && removed.length === 0 && !undecided) {
       knownPairs.push(...next);
       unchanged();
       continue;

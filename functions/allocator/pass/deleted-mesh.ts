@@ -10,9 +10,11 @@ import { type Attempt, outcome, settled } from "./outcome.ts";
 import { leaveWaiting, waiting, waitingAndWake } from "./waiting.ts";
 
 /**
- * Step 1 of a pass, for a mesh that no longer exists: its item is deleted, then its services
- * leave the mesh (a failure in between is finished by {@link settleAfterFailure}), and the
- * meshes waiting for an address are woken if that freed some.
+ * Step 1 of a pass, for a mesh that no longer exists: its item is emptied (its services
+ * recorded as leaving), its services leave the mesh, then the item is deleted (a failure in
+ * between is finished by {@link settleAfterFailure}, or else by the next pass of the mesh,
+ * which finds the emptied item), and the meshes waiting for an address are woken if that freed
+ * some.
  */
 export async function passDeletedMesh(
   mesh: string,
@@ -32,11 +34,20 @@ export async function passDeletedMesh(
     }
     return settled(outcome(mesh, "absent", undefined, {}, {}, [], attempt));
   }
-  await deleteItem(deps.vipItems, current);
-  failure.deleted = current;
-  const released = await leaveDeletedItem(mesh, current, deps);
+  // Emptied first, every service it listed recorded as leaving (one conditional write), then
+  // its services leave, then it goes: a failure anywhere before the end leaves an item whose
+  // leaves a later pass of the mesh finishes (decision 117).
+  const emptied = await emptyItem(deps, current);
+  failure.deleted = emptied;
+  const released = await leaveDeletedItem(mesh, emptied, deps);
+  await deleteItem(deps.vipItems, emptied);
   failure.deleted = undefined;
-  if (released > 0) telemetry.metric(METRIC.releases, "Count", released);
+  if (released > 0) {
+    telemetry.metric(METRIC.releases, "Count", released);
+    // With no quarantine the addresses are free now: the invocation's finder reads the range
+    // again for the meshes this pass wakes.
+    deps.addresses?.freed();
+  }
   await retract(mesh, deps, asserted, undefined);
   telemetry.info("mesh deleted: VIP item removed, its services left the mesh", {
     mesh,
@@ -65,6 +76,28 @@ export async function passDeletedMesh(
     wake,
   };
   return { outcome: deleted, settled: await inputsStill(mesh, deps, false, []) };
+}
+
+/**
+ * The deleted mesh's item with no services, every one it listed (or was leaving) recorded in
+ * `leaving`, written over `current` (an item already empty is kept as it is).
+ */
+async function emptyItem(deps: ReconcileDeps, current: VipItem): Promise<VipItem> {
+  const listed = Object.keys(current.vips);
+  if (listed.length === 0 && Object.keys(current.unallocated ?? {}).length === 0) return current;
+  const { unallocated: _, ...rest } = current;
+  const emptied: VipItem = {
+    ...rest,
+    version: current.version + 1,
+    vips: {},
+    updatedAt: new Date(deps.now()).toISOString(),
+    leaving: [...new Set([...listed, ...(current.leaving ?? [])])],
+  };
+  const write = await deps.vipItems.put(emptied, current);
+  if (!write.written) {
+    throw new VersionConflictError(`VIP item of mesh ${current.mesh}`, current.version);
+  }
+  return emptied;
 }
 
 /**

@@ -80,8 +80,8 @@ export interface Corrector {
    * lost, the very addresses they wait for), then persists its cursor. Dry: runs nothing.
    */
   withOwnFinder(passes: (finder: AddressFinder) => Promise<void>): Promise<void>;
-  /** The pass of a mesh that no longer exists (its item is removed). */
-  passDeletedMesh(mesh: string): Promise<readonly Repair[]>;
+  /** The pass of a mesh that no longer exists (its item is removed), and the meshes it woke. */
+  passDeletedMesh(mesh: string): Promise<PassRepairs>;
   /** Tells the telemetry of a correction made (`expected`: not counted for the alarm). */
   announce(repair: Repair, fields: Record<string, unknown>, expected: boolean): void;
   /** Persists the invocation's address cursor (claims made so far are counted). */
@@ -167,8 +167,9 @@ export class LiveCorrector implements Corrector {
     await own.finish();
   }
 
-  async passDeletedMesh(mesh: string): Promise<readonly Repair[]> {
-    return repairsOf(mesh, await reconcileMesh(mesh, this.invocation.deps));
+  async passDeletedMesh(mesh: string): Promise<PassRepairs> {
+    const outcome = await reconcileMesh(mesh, this.invocation.deps);
+    return { repairs: repairsOf(mesh, outcome), wake: outcome.wake ?? [] };
   }
 
   announce(repair: Repair, fields: Record<string, unknown>, expected: boolean): void {
@@ -294,8 +295,8 @@ export class DryCorrector implements Corrector {
 
   async withOwnFinder(): Promise<void> {}
 
-  async passDeletedMesh(mesh: string): Promise<readonly Repair[]> {
-    return [{ kind: "item-of-deleted-mesh", mesh }];
+  async passDeletedMesh(mesh: string): Promise<PassRepairs> {
+    return { repairs: [{ kind: "item-of-deleted-mesh", mesh }], wake: [] };
   }
 
   announce(): void {}

@@ -11,8 +11,13 @@ export async function sweepItem(run: SweepRun, mesh: string): Promise<void> {
   await correctItem(run, mesh);
 }
 
-/** The item of a mesh that is gone is removed by the mesh's pass (dry: reported). */
+/**
+ * The item of a mesh that is gone is removed by the mesh's pass (dry: reported). The meshes
+ * waiting for an address that its releases freed (no quarantine) are passed after the page.
+ */
 export async function correctItem(run: SweepRun, mesh: string): Promise<void> {
   if (await run.ports.source.meshExists(mesh)) return;
-  for (const repair of await run.corrector.passDeletedMesh(mesh)) run.record(repair);
+  const { repairs, wake } = await run.corrector.passDeletedMesh(mesh);
+  for (const repair of repairs) run.record(repair);
+  for (const other of wake) run.woken.add(other);
 }

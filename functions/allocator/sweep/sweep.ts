@@ -196,6 +196,8 @@ class Cycle {
       sweep.advance({ after: mesh });
     }
     await secondLooks(sweep, this.audit);
+    // A removed item's services may have freed addresses (no quarantine) for waiting meshes.
+    await passWokenMeshes(sweep);
     if (page.next === undefined) sweep.advance({ phase: "claims", after: undefined });
     return true;
   }
