@@ -94,7 +94,9 @@ describe("architecture", () => {
     const imports = [...importsOf("functions"), ...importsOf("infra")];
 
     const intoTools = imports.filter(({ file, specifier }) =>
-      normalize(join(dirname(file), specifier)).replaceAll("\\", "/").startsWith("tools/"),
+      normalize(join(dirname(file), specifier))
+        .replaceAll("\\", "/")
+        .startsWith("tools/"),
     );
 
     expect(imports.length).toBeGreaterThan(100);

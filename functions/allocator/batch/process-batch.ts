@@ -5,6 +5,8 @@ import { inPool } from "../../domain/in-pool.ts";
 import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
+import type { PassBudget } from "../continuation/budget.ts";
+import { continueDeferred, type Handover, notHandedOver } from "../continuation/handover.ts";
 import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
 import { indexView } from "../membership-index/view.ts";
 import type { PassPorts, PassSettings } from "../pass/deps.ts";
@@ -32,6 +34,9 @@ export interface BatchSettings extends PassSettings {
   readonly onOutcome?: (outcome: MeshOutcome) => void;
   /** Called with each mesh that failed and is reported back to the event source. */
   readonly onFailure?: (mesh: string, error: unknown) => void;
+  /** This invocation's time for claims, and how it hands over what it defers (decision 160). */
+  readonly budget?: PassBudget;
+  readonly handover?: Handover;
 }
 
 /**
@@ -153,12 +158,15 @@ export async function processBatch(
   const itemLeft = new Set<string>();
   const woken = new Set<string>();
   const passOne = async (mesh: string): Promise<void> => {
+    // Out of time before it starts: the whole pass goes to the continuation (decision 160).
+    if (settings.budget?.expired() === true) return settings.budget.defer(mesh);
     try {
       const view = viewFor(mesh);
       const result = await reconcileMesh(mesh, view === undefined ? deps : { ...deps, view });
       for (const other of result.wake ?? []) woken.add(other);
       completed.add(mesh);
-      if (result.action !== "deleted" && result.action !== "absent") itemLeft.add(mesh);
+      const left = result.action !== "deleted" && result.action !== "absent";
+      if (left && result.deferred !== true) itemLeft.add(mesh);
       settings.onOutcome?.(result);
     } catch (error) {
       // Unknown errors (the SDK's, after its own retries) may pass; ours say if they can.
@@ -179,7 +187,9 @@ export async function processBatch(
       if (retryable) failedSequences.push(...(byMesh.get(mesh) ?? []));
     }
   };
-  const run = (): Promise<void> => inPool(meshes, settings.concurrency, passOne);
+  const run = async (): Promise<void> => {
+    await inPool(meshes, settings.concurrency, passOne);
+  };
   await run();
   // Meshes waiting for an address, woken because this batch freed some (no quarantine): a
   // bounded number of extra rounds. Their failures are logged, not retried (they have no
@@ -202,6 +212,14 @@ export async function processBatch(
     });
   }
 
+  // What ran out of time goes on in a continuation; if it cannot be sent, the records of those
+  // meshes are retried by the event source instead.
+  const handedOver = await continueDeferred(settings.budget, settings.handover, {}, telemetry);
+  if (notHandedOver(handedOver)) {
+    for (const mesh of settings.budget?.deferred ?? []) {
+      failedSequences.push(...(byMesh.get(mesh) ?? []));
+    }
+  }
   if (failedSequences.length === 0) return { batchItemFailures: [] };
   return { batchItemFailures: [{ itemIdentifier: lowestOf(failedSequences) }] };
 }

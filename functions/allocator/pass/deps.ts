@@ -1,4 +1,5 @@
 import type { VipPool } from "../../domain/pool.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import type { ClaimsPort, MeshSource, PoolPort, VipItemStore } from "../../store/ports.ts";
 import type { Telemetry } from "../telemetry.ts";
 import type { AddressFinder } from "./address-finder.ts";
@@ -39,6 +40,11 @@ export interface ReconcileDeps extends PassPorts, PassSettings {
    * each attempt of a pass uses its own and flushes it.
    */
   readonly addresses?: AddressFinder;
+  /**
+   * The invocation's time for claims (decision 160); absent: no limit (the CLI, the tests). A
+   * pass that runs out writes what it has and defers the rest to a continuation.
+   */
+  readonly budget?: PassBudget;
 }
 
 /** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */

@@ -16,6 +16,11 @@ export interface MeshOutcome {
    * addresses and there is no quarantine to wait for.
    */
   readonly wake?: readonly string[];
+  /**
+   * The pass ran out of the invocation's time and wrote what it had: the item lists services
+   * still `pending`, or still at VIPs outside the range; a continuation finishes (decision 160).
+   */
+  readonly deferred?: true;
 }
 
 /** One attempt of a pass. */

@@ -14,6 +14,7 @@ import { createInvocation, type Invocation } from "../pass/invocation.ts";
 import { joinMesh, type LeaveOutcome, leaveMesh } from "../pass/memberships.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
 import { listedServices, type ServiceSetView } from "../pass/service-set-view.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { repairsOf } from "./repairs.ts";
 import type { Repair, SweepPorts, SweepSettings } from "./types.ts";
@@ -93,7 +94,7 @@ export class LiveCorrector implements Corrector {
 
   constructor(
     private readonly ports: SweepPorts,
-    private readonly settings: SweepSettings,
+    private readonly settings: SweepSettings & { readonly budget?: PassBudget },
   ) {
     this.invocation = createInvocation(ports, settings);
   }

@@ -73,7 +73,10 @@ export class SweepRun {
     this.detected = new BatchIngresses(ports.source, this.strong);
     this.corrector = dry
       ? new DryCorrector(ports, settings.pool)
-      : new LiveCorrector(ports, settings);
+      : new LiveCorrector(ports, {
+          ...settings,
+          ...(options.budget !== undefined ? { budget: options.budget } : {}),
+        });
     this.state = {
       cycle: settings.newId(),
       startedAt: settings.now(),

@@ -47,6 +47,11 @@ class Cycle {
     if (sweep.stored) {
       const saved = await sweep.ports.claims.getSweepState();
       this.storedVersion = saved?.version;
+      // A continuation goes on with the cycle it was sent for; one that ended meanwhile (or that
+      // another invocation finished) leaves nothing to do.
+      if (sweep.options.resumeOnly === true && (saved === undefined || saved.phase === "done")) {
+        return { cycle: saved?.cycle ?? "", finished: true, meshes: 0, repairs: [] };
+      }
       // A backfill starts a cycle of its own, unless one is under way (an invocation that ran
       // out of time, or the same backfill delivered again): it goes on from its position.
       const backfillUnderway =
@@ -107,6 +112,7 @@ class Cycle {
       ...(this.sweep.indexRecordsWritten > 0
         ? { indexRecordsWritten: this.sweep.indexRecordsWritten }
         : {}),
+      ...(this.sweep.state.backfill === true ? { backfill: true as const } : {}),
     };
   }
 
