@@ -1,6 +1,6 @@
 import type { Telemetry } from "../telemetry.ts";
-import type { PassBudget } from "./budget.ts";
 import { METRIC } from "../telemetry-names.ts";
+import type { PassBudget } from "./budget.ts";
 
 /**
  * The payload of a continuation (decision 160): the function invokes itself asynchronously

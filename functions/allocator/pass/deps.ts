@@ -1,6 +1,6 @@
 import type { VipPool } from "../../domain/pool.ts";
-import type { PassBudget } from "../continuation/budget.ts";
 import type { ClaimsPort, MeshSource, PoolPort, VipItemStore } from "../../store/ports.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import type { Telemetry } from "../telemetry.ts";
 import type { AddressFinder } from "./address-finder.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";

@@ -4,9 +4,9 @@ import { emptyRecord } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
+import { claimServices } from "./claim-services.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { attemptFinder } from "./invocation.ts";
-import { claimServices } from "./claim-services.ts";
 import type { Asserted } from "./memberships.ts";
 
 /** What the plan-and-claim step leaves for the commit: the content to write and why. */

@@ -7,6 +7,7 @@ import type {
   MembershipRequest,
   ReleaseRequest,
 } from "../../store/ports.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import { type IndexDrift, repairIndexDrift } from "../membership-index/repair.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
 import { fenceItem } from "../pass/fence.ts";
@@ -14,7 +15,6 @@ import { createInvocation, type Invocation } from "../pass/invocation.ts";
 import { joinMesh, type LeaveOutcome, leaveMesh } from "../pass/memberships.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
 import { listedServices, type ServiceSetView } from "../pass/service-set-view.ts";
-import type { PassBudget } from "../continuation/budget.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { repairsOf } from "./repairs.ts";
 import type { Repair, SweepPorts, SweepSettings } from "./types.ts";
