@@ -55,6 +55,7 @@ export interface Flags extends DnsFlags {
   readonly redrive?: boolean;
   readonly "renumber-outside"?: boolean;
   readonly format?: string;
+  readonly "function-timeout"?: string;
 }
 
 /** How each option shows in a command's usage line ("" = named by the arguments already). */
@@ -71,6 +72,7 @@ export const FLAG_USAGE: Record<keyof Flags, string> = {
   ttl: "[--ttl 30]",
   interval: "[--interval 5]",
   force: "[--force]",
+  "function-timeout": "[--function-timeout SECONDS]",
 };
 
 export const COMMANDS: readonly CommandSpec[] = [
@@ -84,7 +86,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     words: ["drain"],
     args: [],
     summary: "process every stream record written so far through the handler, then exit",
-    run: (ctx, _args, config) => drainCommand(ctx, config()),
+    flags: ["function-timeout"],
+    run: (ctx, _args, config, _mesh, flags) =>
+      drainCommand(ctx, config(), flags["function-timeout"]),
   },
   {
     words: ["get"],
@@ -241,6 +245,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     words: ["demo"],
     args: [],
     once: true,
+    flags: ["function-timeout"],
     summary:
       "start a local DynamoDB (VIPS_EMULATOR, unless --endpoint), seed a demo, drain it, print a summary, then watch",
     run: () => Promise.reject(new Error("demo runs before a context exists")),

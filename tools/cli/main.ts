@@ -17,6 +17,7 @@ import {
   ensureReachable,
   type Output,
   parseEndpoint,
+  parseFunctionTimeout,
   prepareEnvironment,
 } from "./context.ts";
 import { CliError, type ExitCode, UsageError } from "./errors.ts";
@@ -45,6 +46,7 @@ export const HELP = [
   "  --ttl S          dns, resolve: TTL of answers (default 30; TTL + interval <= quarantine)",
   "  --interval S     dns: seconds between version probes of the vips table (default 5)",
   "  --force          dns: start even when TTL + interval exceed VIP_QUARANTINE_SECONDS",
+  "  --function-timeout S  drain, demo: emulate the function's timeout (passes continue after it)",
   "  -h, --help       this help",
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, VIPS_TABLE, CLAIMS_TABLE,",
@@ -138,7 +140,14 @@ export async function main(
     // The demo brings its own local engine unless told where to go with --endpoint.
     const endpoint = fromFlag ? parseEndpoint(values.endpoint as string, "--endpoint") : undefined;
     if (endpoint !== undefined) await ensureReachable(endpoint, "--endpoint");
-    return await demoCommand({ endpoint, env, json, once: values.once === true, out });
+    return await demoCommand({
+      endpoint,
+      env,
+      json,
+      once: values.once === true,
+      out,
+      functionTimeout: parseFunctionTimeout(values["function-timeout"]),
+    });
   }
 
   const raw = fromFlag ? values.endpoint : env.DYNAMODB_ENDPOINT?.trim() || undefined;
@@ -188,6 +197,7 @@ function parse(argv: readonly string[]) {
       ttl: { type: "string" },
       interval: { type: "string" },
       force: { type: "boolean" },
+      "function-timeout": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });

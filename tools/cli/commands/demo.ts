@@ -8,8 +8,15 @@ import {
   type LocalEmulator,
   startEmulator,
 } from "../../local/emulator.ts";
+import type { LocalFunction } from "../../local/local-function.ts";
 import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
-import { allocatorPoller, CliContext, type Output, prepareEnvironment } from "../context.ts";
+import {
+  allocatorFunction,
+  allocatorPoller,
+  CliContext,
+  type Output,
+  prepareEnvironment,
+} from "../context.ts";
 import { demoData } from "../demo-data.ts";
 import { CliError, type ExitCode } from "../errors.ts";
 import { DNS_DEFAULTS, startDnsResponder } from "./dns.ts";
@@ -89,6 +96,8 @@ export async function demoCommand(options: {
   json: boolean;
   once: boolean;
   out: Output;
+  /** The function's timeout, emulated (`--function-timeout`); unset: none. */
+  functionTimeout?: number | undefined;
 }): Promise<ExitCode> {
   const { out } = options;
   let emulator: LocalEmulator | undefined;
@@ -107,6 +116,7 @@ export async function demoCommand(options: {
   const config = loadConfig(options.env);
   const ctx = new CliContext(endpoint, options.env, options.json, out);
   let poller: StreamPoller | undefined;
+  let fn: LocalFunction | undefined;
   let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
   try {
     out.note(
@@ -141,15 +151,22 @@ export async function demoCommand(options: {
       out,
       data.meshes.length + data.dataplanes.length + seededExternal.length,
     );
-    poller = allocatorPoller(ctx, config, {
-      endpoint,
-      // An emulator started here is new each time; a given endpoint keeps its checkpoints.
-      checkpointFile: emulator === undefined ? ctx.checkpointFile : undefined,
-      onBatch: (info) => onBatch(info),
-    });
+    fn = allocatorFunction(ctx, config, options.functionTimeout);
+    poller = allocatorPoller(
+      ctx,
+      config,
+      {
+        endpoint,
+        // An emulator started here is new each time; a given endpoint keeps its checkpoints.
+        checkpointFile: emulator === undefined ? ctx.checkpointFile : undefined,
+        onBatch: (info) => onBatch(info),
+      },
+      fn,
+    );
     const report: DrainReport = await poller.drain();
+    await fn.idle();
     if (process.stderr.isTTY === true) process.stderr.write("\n");
-    out.note(describeDrain(report));
+    out.note(describeDrain(report, fn.stats));
 
     const items = await scanVipItems(ctx);
     if (options.json) {
@@ -185,6 +202,7 @@ export async function demoCommand(options: {
     await untilSignal();
     out.note("stopping ...");
     await poller.stop();
+    await fn.idle();
     return 0;
   } finally {
     await dns?.stop();
