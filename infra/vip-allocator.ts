@@ -45,6 +45,7 @@ import {
 import { createAlarmTopic } from "./vip-allocator-alarm-topic.ts";
 import { addBackfillTrigger } from "./vip-allocator-backfill.ts";
 import { guardNoCollision } from "./vip-allocator-collisions.ts";
+import { grantSelfInvoke } from "./vip-allocator-continuation.ts";
 import {
   DATA_READ,
   DATA_WRITE,
@@ -226,6 +227,7 @@ export class VipAllocator extends Construct {
     grantOnTable(this.vipsTable, this.function, [...DATA_READ, ...DATA_WRITE], false);
     this.claimsTable.grants.readWriteData(this.function);
     this.indexTable.grants.readWriteData(this.function);
+    const continuation = grantSelfInvoke(this, this.function, role);
 
     this.failureQueue = new Queue(this, "FailureQueue", {
       encryption: QueueEncryption.SQS_MANAGED,
@@ -262,6 +264,7 @@ export class VipAllocator extends Construct {
         executeAfter: [
           this.function,
           role,
+          continuation,
           this.vipsTable,
           this.claimsTable,
           this.indexTable,

@@ -26,6 +26,7 @@ export interface ExpectedView {
   readonly vips: Record<string, string>;
   readonly unallocated: Record<string, string>;
   readonly leaving: readonly string[];
+  readonly pending: readonly string[];
 }
 
 export interface Vector {
@@ -133,6 +134,23 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
       },
     },
     {
+      name: "format1-pending",
+      description:
+        "`pending`: services of the mesh without a VIP yet (a pass ran out of its invocation's time; a continuation claims them within seconds).",
+      item: {
+        ...item(
+          "growing",
+          3,
+          "240.0.0.0/4",
+          record([
+            ["api", "240.0.0.0"],
+            ["web", "240.0.0.1"],
+          ]),
+        ),
+        pending: ["worker", "worker-2"],
+      },
+    },
+    {
       name: "format1-empty-mesh",
       description: "A mesh without services: `vips` is an empty map.",
       item: item("empty", 1, "240.0.0.0/4", record([])),
@@ -147,7 +165,7 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
     {
       name: "format2-large",
       description:
-        "Format 2: 1,600 services, above the 64 KB plain limit, so `vips`, `unallocated` and `leaving` are gzip JSON in `vipsGz`; includes JavaScript property names, an unallocated service and a leaving one.",
+        "Format 2: 1,600 services, above the 64 KB plain limit, so `vips`, `unallocated`, `leaving` and `pending` are gzip JSON in `vipsGz`; includes JavaScript property names, an unallocated service, a pending one and a leaving one.",
       item: {
         ...item(
           "large",
@@ -161,6 +179,7 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
         ),
         unallocated: record([["late", "VIP range 240.0.0.0/4 is exhausted"]]),
         leaving: ["gone"],
+        pending: ["next"],
       },
     },
     {
@@ -203,6 +222,7 @@ export function generateVectors(): Vector[] {
         vips: vipItem.vips,
         unallocated: vipItem.unallocated ?? {},
         leaving: vipItem.leaving ?? [],
+        pending: vipItem.pending ?? [],
       },
     };
   });

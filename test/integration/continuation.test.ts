@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { BatchWriteCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
+import { BatchWriteCommand, GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
@@ -25,6 +25,11 @@ const SERVICES = 3_000;
 const PER_DATAPLANE = 10;
 /** Seconds: the first pass of the new range alone takes several times this. */
 const FUNCTION_TIMEOUT = 3;
+/**
+ * Seconds: a backfill's step (a page of 100 dataplanes for the index) must fit in one
+ * invocation; on a loaded 2-core machine DynamoDB Local takes up to 3 s for one.
+ */
+const BACKFILL_TIMEOUT = 10;
 
 let emulator: LocalEmulator;
 let w: World | undefined;
@@ -136,6 +141,80 @@ describe("a range change of a large mesh with a short function timeout", () => {
       expect(vips.every((vip) => vip.startsWith("10.64."))).toBe(true);
     } finally {
       client.destroy();
+    }
+  }, 600_000);
+});
+
+describe("a backfill onto tables that already hold dataplanes, with a short function timeout", () => {
+  it("goes on by itself, not at the schedule's next tick, until its cycle is done", async () => {
+    // Arrange: 16 meshes of 60 dataplanes (240 services each), written before the function
+    // (no stream record is processed): more than one invocation's work even on an idle machine
+    const world = await createWorld(emulator);
+    const client = new DynamoDBClient({
+      endpoint: emulator.endpoint,
+      region: "us-east-1",
+      credentials: { accessKeyId: "test", secretAccessKey: "test" },
+    });
+    const meshes = Array.from({ length: 16 }, (_, m) => `mesh-${m}`);
+    const expected = new Map<string, string[]>();
+    const items: Record<string, unknown>[] = [];
+    for (const mesh of meshes) {
+      await world.putMesh(mesh);
+      const names = Array.from({ length: 240 }, (_, i) => `${mesh}-svc-${i}`);
+      expected.set(mesh, names);
+      for (let d = 0; d < 60; d++) {
+        items.push(dataplane(mesh, `dp-${d}`, names.slice(d * 4, d * 4 + 4)));
+      }
+    }
+    for (let i = 0; i < items.length; i += 25) {
+      await world.doc.send(
+        new BatchWriteCommand({
+          RequestItems: {
+            [world.tables.dataplanes]: items
+              .slice(i, i + 25)
+              .map((item) => ({ PutRequest: { Item: item } })),
+          },
+        }),
+      );
+    }
+    const telemetry = new InMemoryTelemetry();
+    const env = { ...envOf(world), DYNAMODB_ENDPOINT: emulator.endpoint };
+    const fn = new LocalFunction(loadConfig(env), {
+      client,
+      timeoutSeconds: BACKFILL_TIMEOUT,
+      telemetry,
+      onNote: () => {},
+    });
+
+    // Act: the deployment's trigger sends the backfill once
+    fn.invokeAsync({ vipAllocator: "backfill" });
+    await fn.idle();
+
+    // Assert
+    try {
+      expect(fn.stats.continuations, "continuations").toBeGreaterThanOrEqual(1);
+      expect(fn.stats.timeouts, "invocations past the timeout").toBe(0);
+      expect(fn.stats.continuationErrors).toBe(0);
+      expect(telemetry.total("MeshFailures")).toBe(0);
+      // Every invocation that stopped for time handed the cycle over.
+      const stopped = telemetry.lines
+        .filter((line) => line.message === "sweep invocation finished")
+        .map((line) => line.data ?? {});
+      expect(stopped.filter((s) => s.stopped === "deadline" && s.continued !== true)).toEqual([]);
+      const state = await world.doc.send(
+        new GetCommand({ TableName: world.tables.claims, Key: { pk: "sweep" } }),
+      );
+      expect(state.Item?.phase).toBe("done");
+      const violations = invariantViolations({
+        items: await world.allVipItems(),
+        meshes: new Set(meshes),
+        pool: VipPool.parse(world.config.pool.cidr),
+        expected,
+      });
+      expect(violations).toEqual([]);
+    } finally {
+      client.destroy();
+      world.close();
     }
   }, 600_000);
 });

@@ -47,7 +47,7 @@ describe("the test vectors", () => {
     }
   });
 
-  it("cover both formats, JavaScript property names, IPv6, unallocated, leaving and an empty mesh", () => {
+  it("cover both formats, JavaScript property names, IPv6, unallocated, leaving, pending and an empty mesh", () => {
     const all = generated.map((v) => v.expected);
     expect(all.some((v) => v.format === 2)).toBe(true);
     expect(all.some((v) => Object.hasOwn(v.vips, "__proto__") && v.format === 2)).toBe(true);
@@ -56,6 +56,8 @@ describe("the test vectors", () => {
     expect(all.some((v) => v.cidr.includes(":") && v.format === 2)).toBe(true);
     expect(all.some((v) => Object.keys(v.unallocated).length > 0)).toBe(true);
     expect(all.some((v) => v.leaving.length > 0 && v.format === 1)).toBe(true);
+    expect(all.some((v) => v.pending.length > 0 && v.format === 1)).toBe(true);
+    expect(all.some((v) => v.pending.length > 0 && v.format === 2)).toBe(true);
     expect(all.some((v) => Object.keys(v.vips).length === 0)).toBe(true);
   });
 
@@ -75,6 +77,7 @@ describe("the test vectors", () => {
         sorted(Object.entries(expected.unallocated)),
       );
       expect(decoded.leaving ?? []).toEqual(expected.leaving);
+      expect(decoded.pending ?? []).toEqual(expected.pending);
 
       const { view, issues } = meshViewOf(raw);
       expect(issues).toEqual([]);
@@ -93,6 +96,7 @@ describe("the test vectors", () => {
       });
       expect(sorted(view?.vips ?? [])).toEqual(sorted(Object.entries(expected.vips)));
       expect(sorted(view?.unallocated ?? [])).toEqual(sorted(Object.entries(expected.unallocated)));
+      expect(view?.pending).toEqual(expected.pending);
     });
   }
 });

@@ -3,13 +3,17 @@ import type { DynamoDBStreamEvent } from "aws-lambda";
 import type { AllocatorConfig } from "../../functions/allocator/config.ts";
 import type { InvocationContext } from "../../functions/allocator/continuation/context.ts";
 import { createContinueHandler } from "../../functions/allocator/continuation/continue-handler.ts";
-import type { ContinueEvent } from "../../functions/allocator/continuation/handover.ts";
+import {
+  type ContinueEvent,
+  isContinueEvent,
+} from "../../functions/allocator/continuation/handover.ts";
 import type { MeshOutcome } from "../../functions/allocator/pass/outcome.ts";
 import {
   createStreamHandler,
   type StreamHandler,
 } from "../../functions/allocator/stream-handler.ts";
-import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
+import type { AllocatorCommand } from "../../functions/allocator/sweep-event.ts";
+import { createSweepHandler, type SweepHandler } from "../../functions/allocator/sweep-handler.ts";
 import type { Telemetry } from "../../functions/allocator/telemetry.ts";
 import { describeError } from "./batch-delivery.ts";
 
@@ -20,7 +24,10 @@ export interface LocalFunctionStats {
   continuations: number;
   /** Invocations that ran past the function timeout (Lambda would have stopped them). */
   timeouts: number;
-  /** Continuations that failed (retried twice, as Lambda retries an asynchronous invocation). */
+  /**
+   * Asynchronous invocations (continuations, sweeps) that failed, after two retries as Lambda
+   * retries an asynchronous invocation.
+   */
   continuationErrors: number;
 }
 
@@ -58,6 +65,7 @@ export class LocalFunction {
   readonly streamHandler: StreamHandler;
   private readonly running = new Set<Promise<unknown>>();
   private readonly continueHandler: ReturnType<typeof createContinueHandler>;
+  private readonly sweeps: SweepHandler;
   private readonly streams: StreamHandler;
   private readonly now: () => number;
   private readonly note: (text: string) => void;
@@ -81,6 +89,7 @@ export class LocalFunction {
       ...(options.onOutcome !== undefined ? { onOutcome: options.onOutcome } : {}),
     });
     const sweeps = createSweepHandler(config, common);
+    this.sweeps = sweeps;
     this.continueHandler = createContinueHandler(config, {
       ...common,
       sweeps,
@@ -97,16 +106,28 @@ export class LocalFunction {
     while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
-  private enqueue(payload: ContinueEvent): void {
+  /**
+   * An asynchronous invocation with a sweep, backfill or continuation payload (as the schedule,
+   * the deployment's trigger, or the function itself sends); {@link idle} waits for it.
+   */
+  invokeAsync(payload: AllocatorCommand | ContinueEvent): void {
+    this.enqueue(payload);
+  }
+
+  private enqueue(payload: AllocatorCommand | ContinueEvent): void {
     const run = (async () => {
       await new Promise((resolve) => setImmediate(resolve));
       for (let attempt = 0; attempt <= ASYNC_RETRIES; attempt++) {
-        this.stats.continuations++;
+        if (isContinueEvent(payload)) this.stats.continuations++;
         try {
-          await this.invoke("continuation", (context) => this.continueHandler(payload, context));
+          await this.invoke(payload.vipAllocator, (context) =>
+            isContinueEvent(payload)
+              ? this.continueHandler(payload, context)
+              : this.sweeps(payload, context),
+          );
           return;
         } catch (error) {
-          this.note(`continuation (hop ${payload.hop}) failed: ${describeError(error)}`);
+          this.note(`${payload.vipAllocator} invocation failed: ${describeError(error)}`);
         }
       }
       this.stats.continuationErrors++;

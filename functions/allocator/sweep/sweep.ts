@@ -147,6 +147,7 @@ class Cycle {
       return false;
     }
     if (sweep.pending.length >= MAX_PENDING) await secondLooks(sweep, this.audit);
+    sweep.startStep();
     return true;
   }
 
@@ -159,6 +160,7 @@ class Cycle {
    */
   private async indexPage(): Promise<boolean> {
     const { sweep } = this;
+    sweep.startStep();
     const page = await sweep.ports.source.dataplanePage(sweep.state.after, sweep.pageSize);
     for (const issue of page.issues) sweep.ports.telemetry.badInput(issue);
     sweep.indexRecordsWritten += await reconcileDataplanes(
@@ -169,6 +171,7 @@ class Cycle {
     sweep.advance(
       page.next === undefined ? { phase: "meshes", after: undefined } : { after: page.next },
     );
+    sweep.endStep();
     return true;
   }
 
@@ -184,6 +187,7 @@ class Cycle {
       sweep.examined++;
       sweep.advance({ after: mesh, meshes: sweep.state.meshes + 1 });
     }
+    sweep.endStep();
     // Before the position moves past the page: every mesh of it has had its last look.
     await secondLooks(sweep, this.audit);
     await passWokenMeshes(sweep);
@@ -201,6 +205,7 @@ class Cycle {
       await sweepItem(sweep, mesh);
       sweep.advance({ after: mesh });
     }
+    sweep.endStep();
     await secondLooks(sweep, this.audit);
     if (page.next === undefined) sweep.advance({ phase: "claims", after: undefined });
     return true;
@@ -226,6 +231,7 @@ class Cycle {
       }
       sweep.advance({ after: item.key });
     }
+    sweep.endStep();
     await secondLooks(sweep, audit);
     if (page.next !== undefined) sweep.advance({ after: page.next });
     else {
