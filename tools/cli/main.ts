@@ -129,6 +129,8 @@ export async function main(
     }
     flags[flag] = value;
   }
+  // Checked before anything is reached, as every other bad usage.
+  parseFunctionTimeout(flags["function-timeout"] as string | undefined);
   if (typeof flags["queue-url"] === "string" && flags["queue-url"].trim() === "") {
     throw new UsageError("--queue-url must not be empty");
   }
