@@ -1,8 +1,8 @@
 /**
  * The drain of fresh dataplanes, A/B (issue 32): the handler of another tree (default the
  * worktree of commit dde0ceb, `git worktree add /work/wt-dde0ceb dde0ceb` with its own
- * `npm ci`) against this tree's, in one run on one DynamoDB Local, alternating, each on fresh
- * tables seeded alike (10,000 dataplanes in 10 meshes of 20 services, 5 shared by all). The
+ * `npm ci`) against this tree's, in one run, alternating, each on a fresh DynamoDB Local
+ * seeded alike (10,000 dataplanes in 10 meshes of 20 services, 5 shared by all). The
  * same poller (this tree's) delivers the records; each handler gets an SDK client of its own
  * tree whose requests are counted by operation and table. Timed drains (counting only)
  * alternate A, B, B, A; then one metered drain each (bench/cost-meter.ts: capacity units).
@@ -57,10 +57,12 @@ interface Drain {
   readonly load: number;
 }
 
-const emulator = await startEmulator();
+// Each drain on an engine of its own: DynamoDB Local keeps everything in one in-memory
+// database, and a later drain on a fuller one would be slower for that alone.
+let emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
-const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+let raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+let doc = new DocumentClient(raw);
 const drains: Drain[] = [];
 let run = 0;
 try {
@@ -75,6 +77,13 @@ try {
 report();
 
 async function drain(tree: Tree, metered: boolean): Promise<Drain> {
+  if (run > 0) {
+    raw.destroy();
+    await emulator.stop();
+    emulator = await startEmulator();
+    raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+    doc = new DocumentClient(raw);
+  }
   run++;
   const env = { ...prefixedTableEnv(`ab${run}`), DYNAMODB_ENDPOINT: emulator.endpoint };
   const tables = resolveTableNames(env);

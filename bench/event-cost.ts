@@ -53,19 +53,36 @@ type Mode = (typeof MODES)[number];
 
 type Delivery = (typeof DELIVERIES)[number];
 
-const emulator = await startEmulator();
+/**
+ * From this size on, each configuration runs on an engine of its own: DynamoDB Local keeps
+ * what it stored (dropped tables included) in one in-memory database, and writes into it slow
+ * down as it fills.
+ */
+const FRESH_ENGINE_FROM = 50_000;
+
+let emulator = await startEmulator();
 const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
 console.error(`engine: ${ENGINE_LABEL}`);
-const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+let raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+let doc = new DocumentClient(raw);
 const rows: Row[] = [];
 let run = 0;
+
+/** A new engine (and clients) in place of the current one. */
+async function freshEngine(): Promise<void> {
+  raw.destroy();
+  await emulator.stop();
+  emulator = await startEmulator();
+  raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+  doc = new DocumentClient(raw);
+}
 
 try {
   for (const n of SIZES) {
     for (const mode of MODES) {
       if (mode === "tables" && n > FULL_UP_TO) continue;
       for (const delivery of DELIVERIES) {
+        if (n >= FRESH_ENGINE_FROM && run > 0) await freshEngine();
         rows.push(await measure(n, mode, delivery));
         const row = rows[rows.length - 1] as Row;
         console.error(
