@@ -30,6 +30,7 @@ import { LocalFunction } from "../tools/local/local-function.ts";
 import { kubernetesDataplane } from "./kubernetes-dataplane.ts";
 import { RequestCounter } from "./request-counter.ts";
 import { seedTables } from "./seed-tables.ts";
+import { renderChart } from "./svg-chart.ts";
 
 const SERVICES = Number(process.argv[2] ?? 20_000);
 const TIMEOUTS = (process.argv[3] ?? "60,15").split(",").map(Number);
@@ -49,6 +50,8 @@ interface Run {
   readonly requests: number;
   readonly byOperation: Record<string, number>;
   readonly load: readonly number[];
+  /** After each pass that wrote: seconds since the run's start, services in the new range. */
+  readonly progress: ReadonlyArray<{ readonly seconds: number; readonly moved: number }>;
 }
 
 const emulator = await startEmulator();
@@ -100,10 +103,16 @@ async function pass(
   counter.install(client);
   const telemetry = new InMemoryTelemetry();
   const started = performance.now();
+  const progress: Array<{ seconds: number; moved: number }> = [{ seconds: 0, moved: 0 }];
+  let moved = 0;
+  const onOutcome = (outcome: { readonly added: Readonly<Record<string, string>> }) => {
+    moved += Object.keys(outcome.added).length;
+    progress.push({ seconds: (performance.now() - started) / 1000, moved });
+  };
   let batchItemFailures = 0;
   let fn: LocalFunction | undefined;
   if (timeoutSeconds === null) {
-    const handler = createStreamHandler(config, { client, telemetry });
+    const handler = createStreamHandler(config, { client, telemetry, onOutcome });
     const response = await handler({ Records: [meshRecord(config.tables.meshes, MESH)] });
     batchItemFailures = response.batchItemFailures.length;
   } else {
@@ -140,6 +149,7 @@ async function pass(
     requests: counter.total(),
     byOperation: Object.fromEntries(counter.byOperation),
     load: loadavg(),
+    progress,
   };
   console.error(
     `${timeoutSeconds === null ? "first pass" : `timeout ${timeoutSeconds} s`}: ${run.invocations} invocations, ${seconds.toFixed(1)} s, ${run.timeouts} timeouts, ${run.failures} failures; ${counter.describe()} (load ${run.load[0]?.toFixed(2)})`,
@@ -175,6 +185,8 @@ function report(): void {
       (r) =>
         `| ${r.timeoutSeconds === null ? "first pass, no limit" : `timeout ${r.timeoutSeconds} s`} | ${r.from === r.to ? r.to : `${r.from} -> ${r.to}`} | ${r.invocations} | ${r.continuations} | ${r.timeouts} | ${r.failures} | ${r.batchItemFailures} | ${r.seconds.toFixed(1)} | ${r.requests} | ${r.load.map((l) => l.toFixed(1)).join(", ")} |`,
     ),
+    "",
+    `![progress](range-change-${SERVICES}.svg)`,
     "",
     "Requests by operation:",
     "",
