@@ -36,6 +36,13 @@ const SLOW_ON_MOTO = [
  */
 const ONE_ENGINE_ONLY = ["test/package/**/*.test.ts", "test/integration/alarms-soak.test.ts"];
 
+/**
+ * Tests at a size only DynamoDB Local serves in reasonable time (a mesh of thousands of services
+ * under an emulated function timeout: on moto, which serves one request at a time, the timing it
+ * checks would measure moto): DynamoDB Local when Java runs, else moto.
+ */
+const LARGE_ON_DYNAMODB_LOCAL = ["test/integration/continuation.test.ts"];
+
 const javaRuns = spawnSync(javaCommand(), ["-version"], { stdio: "ignore" }).status === 0;
 const engines = javaRuns ? ["dynamodb-local", "moto"] : ["moto"];
 // Vitest loads this file more than once in one process: the note is printed once.
@@ -75,6 +82,7 @@ export default defineConfig({
             engine === "moto" && javaRuns
               ? [
                   ...ONE_ENGINE_ONLY,
+                  ...LARGE_ON_DYNAMODB_LOCAL,
                   ...(process.env.VIPS_TEST_ALL_ON_MOTO !== "1" ? SLOW_ON_MOTO : []),
                 ]
               : [],

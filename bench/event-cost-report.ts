@@ -1,6 +1,6 @@
 /** The event-cost bench's report: bench/results/event-cost.{md,json,svg}. */
 import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { toAttributeMap } from "../functions/store/attribute-values.ts";
 import type { DataplaneItem } from "../test/fixtures/builders.ts";
 import { itemSize } from "./capacity-units.ts";
@@ -40,6 +40,11 @@ export interface Row {
   /** Claims-table reads of address claims and the cursor, per new-service event. */
   addressSearchReadUnitsPerNewService: number;
   wallSecondsPerEvent: number;
+  /**
+   * Read units of the pass guard's reads (the `waiting` item and the touched meshes'
+   * `range#<mesh>` records, one strongly consistent BatchGetItem per batch) per batch.
+   */
+  guardReadUnitsPerBatch?: number;
 }
 
 export interface ReportContext {
@@ -54,6 +59,9 @@ function marshall(item: DataplaneItem) {
   return toAttributeMap(item as Record<string, unknown>);
 }
 
+/** The results' base name under bench/results (`BENCH_NAME`, default `event-cost`). */
+const NAME = process.env.BENCH_NAME?.trim() || "event-cost";
+
 export function report(results: Row[], context: ReportContext): void {
   const {
     engineLabel: ENGINE_LABEL,
@@ -64,13 +72,13 @@ export function report(results: Row[], context: ReportContext): void {
   const label = (r: Row) =>
     `${r.mode === "index" ? "incremental" : "full recompute"} | ${r.delivery === "single" ? "1 per invocation" : "batches of 100"}`;
   const header =
-    "| dataplanes | mode | delivery | events | requests/event | read units/event | of which VIP item reads | write units/event | of which VIP item writes | address search read units/new service | wall s/event |";
+    "| dataplanes | mode | delivery | events | requests/event | read units/event | of which VIP item reads | write units/event | of which VIP item writes | address search read units/new service | pass guard read units/batch | wall s/event |";
   const table = [
     header,
-    "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...results.map(
       (r) =>
-        `| ${r.dataplanes} | ${label(r)} | ${r.events} | ${r.requestsPerEvent.toFixed(2)} | ${r.readUnitsPerEvent.toFixed(2)} | ${r.itemReadUnitsPerEvent.toFixed(2)} | ${r.writeUnitsPerEvent.toFixed(2)} | ${r.itemWriteUnitsPerEvent.toFixed(2)} | ${r.addressSearchReadUnitsPerNewService.toFixed(2)} | ${r.wallSecondsPerEvent.toFixed(4)} |`,
+        `| ${r.dataplanes} | ${label(r)} | ${r.events} | ${r.requestsPerEvent.toFixed(2)} | ${r.readUnitsPerEvent.toFixed(2)} | ${r.itemReadUnitsPerEvent.toFixed(2)} | ${r.writeUnitsPerEvent.toFixed(2)} | ${r.itemWriteUnitsPerEvent.toFixed(2)} | ${r.addressSearchReadUnitsPerNewService.toFixed(2)} | ${r.guardReadUnitsPerBatch?.toFixed(2) ?? "-"} | ${r.wallSecondsPerEvent.toFixed(4)} |`,
     ),
   ].join("\n");
   const byKind = [
@@ -86,11 +94,13 @@ export function report(results: Row[], context: ReportContext): void {
   console.log(table);
   console.log(byKind);
   mkdirSync("bench/results", { recursive: true });
-  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE_LABEL}`;
+  const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE_LABEL}, load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} at the end (the machine is shared: read wall times with it)`;
   writeFileSync(
-    "bench/results/event-cost.md",
+    `bench/results/${NAME}.md`,
     [
-      "# What one dataplane event costs",
+      `# What one dataplane event costs (${SIZES.map((n) => n.toLocaleString("en")).join(", ")} dataplanes)`,
       "",
       `Run ${new Date().toISOString()} with \`npm run bench -- ${process.argv.slice(2).join(" ") || SIZES.join(",")}\` on ${machine}.`,
       "",
@@ -112,11 +122,11 @@ export function report(results: Row[], context: ReportContext): void {
       "",
       byKind,
       "",
-      "![units per event](event-cost.svg)",
+      `![units per event](${NAME}.svg)`,
       "",
     ].join("\n"),
   );
-  writeFileSync("bench/results/event-cost.json", `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(`bench/results/${NAME}.json`, `${JSON.stringify(results, null, 2)}\n`);
   const mean = (r: Row, setChanging: boolean) => {
     const kinds = r.kinds.filter((k) => k.setChanging === setChanging);
     const events = kinds.reduce((sum, k) => sum + k.events, 0);
@@ -143,7 +153,7 @@ export function report(results: Row[], context: ReportContext): void {
     })),
   ];
   writeFileSync(
-    "bench/results/event-cost.svg",
+    `bench/results/${NAME}.svg`,
     renderChart({
       title: "Read + write capacity units per dataplane event",
       xLabel: "dataplanes in the table",

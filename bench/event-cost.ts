@@ -2,28 +2,27 @@
  * What one dataplane event costs, incremental (the membership index) against the full
  * recompute (`SERVICE_SET=tables`), on the local engine (VIPS_EMULATOR) with the real handler and adapters.
  *
- * For each size N: one mesh of N dataplanes (10 per service) plus four meshes of 10. The index
- * is built with the index builder and every mesh gets its item from a mesh record (not
- * metered); then the same mix of 200 events (a tag change that is not the service, a new
+ * For each size N: one mesh of N dataplanes (10 per service) plus four meshes of 10. The tables
+ * and the index are written directly (bench/seed-tables.ts) and every mesh gets its item from a
+ * mesh record (not metered); then the same mix of 200 events (a tag change that is not the service, a new
  * dataplane of an existing service, a dataplane with a new service, a delete) is applied to the
  * dataplanes table and delivered to the handler, one record per invocation and in batches of
  * 100. A cost meter on the handler's client counts requests and capacity units from item sizes
  * as DynamoDB bills them (bench/cost-meter.ts). Results: bench/results/event-cost.{md,json,svg}.
  *
- *   npm run bench [-- 100,1000,10000]
+ *   npm run bench [-- 100,1000,10000 [FULL_UP_TO]]
+ *   BENCH_NAME=event-cost-100000 npm run bench -- 100000 0   # results under another name
  */
 
-import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
+import { loadavg } from "node:os";
+import { DeleteTableCommand, DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
-import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
-import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
@@ -35,6 +34,7 @@ import { add, emptyTotals } from "./capacity-units.ts";
 import { CostMeter } from "./cost-meter.ts";
 import { type KindCost, type Row, report } from "./event-cost-report.ts";
 import { kubernetesDataplane as dataplane } from "./kubernetes-dataplane.ts";
+import { seedTables } from "./seed-tables.ts";
 
 const SIZES = (process.argv[2] ?? "100,1000,10000").split(",").map(Number);
 const MODES = ["index", "tables"] as const;
@@ -53,19 +53,36 @@ type Mode = (typeof MODES)[number];
 
 type Delivery = (typeof DELIVERIES)[number];
 
-const emulator = await startEmulator();
+/**
+ * From this size on, each configuration runs on an engine of its own: DynamoDB Local keeps
+ * what it stored (dropped tables included) in one in-memory database, and writes into it slow
+ * down as it fills.
+ */
+const FRESH_ENGINE_FROM = 50_000;
+
+let emulator = await startEmulator();
 const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
 console.error(`engine: ${ENGINE_LABEL}`);
-const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+let raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+let doc = new DocumentClient(raw);
 const rows: Row[] = [];
 let run = 0;
+
+/** A new engine (and clients) in place of the current one. */
+async function freshEngine(): Promise<void> {
+  raw.destroy();
+  await emulator.stop();
+  emulator = await startEmulator();
+  raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
+  doc = new DocumentClient(raw);
+}
 
 try {
   for (const n of SIZES) {
     for (const mode of MODES) {
       if (mode === "tables" && n > FULL_UP_TO) continue;
       for (const delivery of DELIVERIES) {
+        if (n >= FRESH_ENGINE_FROM && run > 0) await freshEngine();
         rows.push(await measure(n, mode, delivery));
         const row = rows[rows.length - 1] as Row;
         console.error(
@@ -107,26 +124,22 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
       seeded.push(dataplane(mesh, `dp-${i}`, i < 3 ? `svc-${i}` : `small-${m}-${i}`));
     }
   }
-  await doc.batchWrite(
-    tables.meshes,
-    meshes.map((name) => ({ put: { name } })),
+  // The tables and (incremental) the index written directly, not metered, then a record per
+  // mesh gives each its item.
+  const seed = await seedTables(
+    doc,
+    tables,
+    { meshes, dataplanes: seeded },
+    { index: mode === "index" },
   );
-  await doc.batchWrite(
-    tables.dataplanes,
-    seeded.map((item) => ({ put: item })),
-  );
-
-  // The allocator's state, not metered: the index from the tables, then a record per mesh.
+  const setupStart = performance.now();
   const setup = createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() });
-  if (mode === "index") {
-    await rebuildIndex(
-      new DynamoMeshSource(raw, tables),
-      new DynamoMembershipIndex(doc, tables.index),
-    );
-  }
   await deliverAll(
     setup,
     meshes.map((mesh) => meshRecord(tables.meshes, mesh)),
+  );
+  console.error(
+    `${n} ${mode} ${delivery}: seeded ${seed.dataplanes} dataplanes and ${seed.indexItems} index items in ${seed.seconds.toFixed(1)} s, first passes ${((performance.now() - setupStart) / 1000).toFixed(1)} s (load ${loadavg()[0]?.toFixed(2)})`,
   );
 
   const count = mode === "tables" && delivery === "single" ? fullSingleEvents(n) : EVENTS;
@@ -172,12 +185,19 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   // Each kind delivered and metered on its own (in the mix's order within the kind).
   const kinds: KindCost[] = [];
   const totals = emptyTotals();
+  let guardReadUnits = 0;
+  let batches = 0;
   for (const kind of KINDS) {
     const ofKind = events.filter((event) => event.kind === kind);
     if (ofKind.length === 0) continue;
     meter.reset();
     await deliver(handler, ofKind);
     const cost = meter.snapshot();
+    batches += Math.ceil(ofKind.length / (delivery === "single" ? 1 : 100));
+    // The pass guard (decision 055): the waiting item and the touched meshes' range records.
+    for (const prefix of ["range", "waiting"]) {
+      guardReadUnits += cost.byKeyPrefix.get(`${tables.claims} ${prefix}`)?.readUnits ?? 0;
+    }
     totals.requests += cost.requests;
     totals.readUnits += cost.readUnits;
     totals.writeUnits += cost.writeUnits;
@@ -196,6 +216,10 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   }
   metered.destroy();
   await checkInvariants(tables, meshes);
+  // DynamoDB Local holds every table (and its stream records) in memory: drop this run's.
+  for (const table of Object.values(tables)) {
+    if (table !== undefined) await raw.send(new DeleteTableCommand({ TableName: table }));
+  }
 
   const newServices = events.filter((event) => event.kind === "new-service").length;
   const claims = [...totals.byKeyPrefix]
@@ -213,6 +237,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
     itemReadUnitsPerEvent: (totals.byTable.get(tables.vips)?.readUnits ?? 0) / count,
     kinds,
     addressSearchReadUnitsPerNewService: newServices === 0 ? 0 : claims / newServices,
+    guardReadUnitsPerBatch: batches === 0 ? 0 : guardReadUnits / batches,
     wallSecondsPerEvent: wallMs / 1000 / count,
   };
 }

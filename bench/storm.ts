@@ -4,21 +4,23 @@
  * Kubernetes does it (the pod deleted, a pod with a new name inserted), and 2% of N more
  * records insert dataplanes of new services. A producer writes the changes to the dataplanes
  * table as fast as the engine takes them and publishes each one's stream record to one of C
- * queues (by dataplane, so a dataplane's records stay in order); C workers stand for C
- * concurrent invocations (shards × parallelization), each taking up to 100 records at a time
- * and retrying from the reported record, as Lambda does. Measured per C: records per second,
+ * queues (by item, so an item's records stay in order); C workers stand for C concurrent
+ * invocations, each taking up to 100 records at a time and retrying from the reported record,
+ * as Lambda does. The mesh's dataplanes share a partition key, so AWS delivers them from one
+ * shard: C = 1 is that shard in order (parallelization factor 1, the default), C = 10 the
+ * factor 10 with order kept per item. Measured per C: records per second,
  * version conflicts and mesh failures per item write, the lag from a record's write to the end
  * of the invocation that completed it (its mesh's item includes it by then), and, on a metered
  * run, capacity units per record (bench/cost-meter.ts). Results: bench/results/storm.{md,json,svg}.
  *
- *   npm run bench:storm [-- 10000 [4,8,16 [--no-meter]]]
+ *   npm run bench:storm [-- 10000 [1,10 [--no-meter]]]
+ *   BENCH_NAME=storm-10000 (default storm): the results' base name
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { METRIC } from "../functions/allocator/telemetry-names.ts";
 import { VipPool } from "../functions/domain/pool.ts";
@@ -26,8 +28,6 @@ import { deriveServiceSet } from "../functions/domain/service-set.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";
-import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
-import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
@@ -37,10 +37,12 @@ import { clientConfig } from "../tools/local/aws-clients.ts";
 import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { CostMeter } from "./cost-meter.ts";
 import { kubernetesDataplane as dataplane } from "./kubernetes-dataplane.ts";
+import { seedTables } from "./seed-tables.ts";
 import { renderChart } from "./svg-chart.ts";
 
 const N = Number(process.argv[2] ?? 10_000);
-const LEVELS = (process.argv[3] ?? "4,8,16").split(",").map(Number);
+const LEVELS = (process.argv[3] ?? "1,10").split(",").map(Number);
+const NAME = process.env.BENCH_NAME?.trim() || "storm";
 /** `--no-meter` (fourth argument): leave out the metered run. */
 const METER = process.argv[4] !== "--no-meter";
 const BATCH = 100;
@@ -83,19 +85,12 @@ let setupSeconds = 0;
 try {
   const started = performance.now();
   await createTables(raw, tables);
-  await doc.batchWrite(tables.meshes, [{ put: { name: MESH } }]);
   for (let i = 0; i < N; i++) {
     live.push(dataplane(MESH, `dp-${i}`, `svc-${Math.floor(i / 10)}`));
     serviceOf.set(`dp-${i}`, `svc-${Math.floor(i / 10)}`);
   }
-  await doc.batchWrite(
-    tables.dataplanes,
-    live.map((item) => ({ put: item })),
-  );
-  await rebuildIndex(
-    new DynamoMeshSource(raw, tables),
-    new DynamoMembershipIndex(doc, tables.index),
-  );
+  // The tables and the index written directly (bench/seed-tables.ts).
+  await seedTables(doc, tables, { meshes: [MESH], dataplanes: live }, { index: true });
   const setup = createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() });
   await setup({ Records: [meshRecord(tables.meshes, MESH)] });
   setupSeconds = (performance.now() - started) / 1000;
@@ -169,7 +164,7 @@ async function storm(concurrency: number, metered: boolean, round: number): Prom
         );
         const writtenAt = performance.now();
         for (const w of slice) {
-          queueOf(w.item.name.replace(/-r\d+$/, "")).push({
+          queueOf(w.item.name).push({
             record: w.op === "put" ? record(undefined, w.item) : record(w.item, undefined),
             writtenAt,
           });
@@ -291,17 +286,19 @@ function report(results: Row[]): void {
   const machine = `${cpus().length} CPUs (${cpus()[0]?.model ?? "unknown"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${ENGINE}; load average at the end ${loadavg()[0]?.toFixed(1)}`;
   mkdirSync("bench/results", { recursive: true });
   writeFileSync(
-    "bench/results/storm.md",
+    `bench/results/${NAME}.md`,
     [
-      "# A restart storm on one mesh",
+      `# A restart storm on one mesh of ${N.toLocaleString("en")} dataplanes`,
       "",
       `Run ${new Date().toISOString()} with \`npm run bench:storm -- ${N} ${LEVELS.join(",")}\` on ${machine}.`,
       "",
       `One mesh of ${N.toLocaleString("en")} dataplanes (${(N / 10).toLocaleString("en")} services, 10 each; set-up ${setupSeconds.toFixed(0)} s). Each run restarts every`,
       "dataplane (its pod deleted, a pod with a new name inserted: 2 records) and inserts 2% more",
       "dataplanes of new services, written by one producer as fast as the engine takes them and",
-      "delivered by the given number of concurrent invocations (records split by dataplane, up to",
-      "100 per invocation, a failed batch retried from the reported record). Each run restarts what",
+      "delivered by the given number of concurrent invocations (records split by item, up to 100",
+      "per invocation, a failed batch retried from the reported record): the mesh's dataplanes share",
+      "a partition key, so AWS reads them from one shard; 1 invocation is that shard in order",
+      "(parallelization factor 1, the default), 10 the factor 10 with order kept per item. Each run restarts what",
       "the run before left. Lag: from a record's write to the end of the invocation that completed",
       "it. Capacity units per record (bench/cost-meter.ts) on the metered run only (the meter's own",
       "side reads slow that run down: its rate and lag are not comparable). After every run the",
@@ -310,14 +307,14 @@ function report(results: Row[]): void {
       "",
       table,
       "",
-      "![storm](storm.svg)",
+      `![storm](${NAME}.svg)`,
       "",
     ].join("\n"),
   );
-  writeFileSync("bench/results/storm.json", `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(`bench/results/${NAME}.json`, `${JSON.stringify(results, null, 2)}\n`);
   const unmetered = results.filter((r) => !r.metered);
   writeFileSync(
-    "bench/results/storm.svg",
+    `bench/results/${NAME}.svg`,
     renderChart({
       title: `Restart storm, one mesh of ${N.toLocaleString("en")} dataplanes`,
       xLabel: "concurrent invocations",

@@ -23,12 +23,9 @@ const REMOVAL_POLICIES: readonly RemovalPolicy[] = [
 ];
 
 /**
- * Checks the props at synth time and resolves their defaults. An error names the construct
- * path, the prop, the value and the bound.
- */
-/**
- * The props checked and completed with their defaults. `defaultServiceName`: the construct's
- * own (derived from its path, {@link defaultServiceName} in vip-allocator-collisions.ts).
+ * Checks the props at synth time and resolves their defaults; an error names the construct
+ * path, the prop, the value and the bound. `defaultServiceName`: the construct's own (derived
+ * from its path, {@link defaultServiceName} in vip-allocator-collisions.ts).
  */
 export function validateProps(
   props: VipAllocatorProps,
@@ -144,6 +141,21 @@ function resolveProps(props: VipAllocatorProps): ResolvedProps {
     );
   }
   validateTableNames(props);
+  // The sweep is what finishes the work a continuation left (a chain that ended, a failed one)
+  // and what the event path missed; with tables that hold data before the deployment there is
+  // always such work (decision 162).
+  const existing = [
+    ...(props.existingMeshesTable !== undefined ? ["existingMeshesTable"] : []),
+    ...(props.existingDataplanesTable !== undefined ? ["existingDataplanesTable"] : []),
+    ...(props.existingExternalServicesTable !== undefined ? ["existingExternalServicesTable"] : []),
+  ];
+  if (props.sweepSchedule === false && existing.length > 0) {
+    throw new VipAllocatorPropError(
+      "sweepSchedule",
+      false,
+      `${existing.join(" and ")} ${existing.length === 1 ? "is" : "are"} given: tables with data need the repair sweep (the backfill's net); give a Duration (default 15 minutes), or create the input tables here`,
+    );
+  }
   const tags = resolveTags(props.tags);
   const window =
     props.batchingWindow ?? Duration.seconds(EVENT_SOURCE_SETTINGS.maxBatchingWindowSeconds);

@@ -45,6 +45,7 @@ import {
 import { createAlarmTopic } from "./vip-allocator-alarm-topic.ts";
 import { addBackfillTrigger } from "./vip-allocator-backfill.ts";
 import { defaultServiceName, guardNoCollision } from "./vip-allocator-collisions.ts";
+import { grantSelfInvoke } from "./vip-allocator-continuation.ts";
 import {
   DATA_READ,
   DATA_WRITE,
@@ -224,6 +225,7 @@ export class VipAllocator extends Construct {
     grantOnTable(this.vipsTable, this.function, [...DATA_READ, ...DATA_WRITE], false);
     this.claimsTable.grants.readWriteData(this.function);
     this.indexTable.grants.readWriteData(this.function);
+    const continuation = grantSelfInvoke(this, this.function, role);
 
     this.failureQueue = new Queue(this, "FailureQueue", {
       encryption: QueueEncryption.SQS_MANAGED,
@@ -260,6 +262,7 @@ export class VipAllocator extends Construct {
         executeAfter: [
           this.function,
           role,
+          continuation,
           this.vipsTable,
           this.claimsTable,
           this.indexTable,

@@ -9,7 +9,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
-import { hostEntry, splitHosts } from "../functions/domain/hosts.ts";
+import { hostEntry, hostOfEntry, isHostEntry, splitHosts } from "../functions/domain/hosts.ts";
 import type { VipItem } from "../functions/domain/types.ts";
 import { toAttributeMap } from "../functions/store/attribute-values.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
@@ -31,6 +31,9 @@ export interface ExpectedView {
   readonly hosts: Record<string, string>;
   /** Hosts without a VIP -> reason (`unallocatedHosts`). */
   readonly unallocatedHosts: Record<string, string>;
+  /** Services and hosts without a VIP yet (`pending`, `pendingHosts`; decision 160). */
+  readonly pending: readonly string[];
+  readonly pendingHosts: readonly string[];
 }
 
 export interface Vector {
@@ -138,6 +141,23 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
       },
     },
     {
+      name: "format1-pending",
+      description:
+        "`pending` and `pendingHosts`: services and hosts of the mesh without a VIP yet (a pass ran out of its invocation's time; a continuation claims them within seconds).",
+      item: {
+        ...item(
+          "growing",
+          3,
+          "240.0.0.0/4",
+          record([
+            ["api", "240.0.0.0"],
+            ["web", "240.0.0.1"],
+          ]),
+        ),
+        pending: ["worker", "worker-2", "host/billing.example.com"],
+      },
+    },
+    {
       name: "format1-empty-mesh",
       description: "A mesh without services: `vips` is an empty map.",
       item: item("empty", 1, "240.0.0.0/4", record([])),
@@ -152,7 +172,7 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
     {
       name: "format2-large",
       description:
-        "Format 2: 1,600 services, above the 64 KB plain limit, so `vips`, `unallocated` and `leaving` are gzip JSON in `vipsGz`; includes JavaScript property names, an unallocated service and a leaving one.",
+        "Format 2: 1,600 services, above the 64 KB plain limit, so `vips`, `unallocated`, `leaving` and `pending` are gzip JSON in `vipsGz`; includes JavaScript property names, an unallocated service, a pending one and a leaving one.",
       item: {
         ...item(
           "large",
@@ -166,6 +186,7 @@ function cases(): { name: string; description: string; item: VipItem; extra?: ob
         ),
         unallocated: record([["late", "VIP range 240.0.0.0/4 is exhausted"]]),
         leaving: ["gone"],
+        pending: ["next"],
       },
     },
     {
@@ -256,6 +277,8 @@ export function generateVectors(): Vector[] {
         leaving: vipItem.leaving ?? [],
         hosts: vips.hosts,
         unallocatedHosts: unallocated.hosts,
+        pending: (vipItem.pending ?? []).filter((name) => !isHostEntry(name)),
+        pendingHosts: (vipItem.pending ?? []).filter(isHostEntry).map(hostOfEntry),
       },
     };
   });

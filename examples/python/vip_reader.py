@@ -59,6 +59,9 @@ class MeshView:
     unallocated_hosts: Dict[str, str] = field(default_factory=dict)
     # Entries dropped because their VIP is not an address ("host/<host>" for a host).
     skipped: List[str] = field(default_factory=list)
+    # Services and hosts without a VIP yet: a pass ran out of its invocation's time (decision 160).
+    pending: List[str] = field(default_factory=list)
+    pending_hosts: List[str] = field(default_factory=list)
 
 
 def _string_map(attr: Optional[Dict[str, Any]]) -> Dict[str, str]:
@@ -114,12 +117,16 @@ def decode_item(item: Dict[str, Any]) -> MeshView:
         leaving = [name for name in payload.get("leaving", []) if isinstance(name, str)]
         hosts = _plain_strings(payload.get("hosts"))
         unallocated_hosts = _plain_strings(payload.get("unallocatedHosts"))
+        pending = [name for name in payload.get("pending", []) if isinstance(name, str)]
+        pending_hosts = [name for name in payload.get("pendingHosts", []) if isinstance(name, str)]
     else:
         vips = _string_map(item.get("vips"))
         unallocated = _string_map(item.get("unallocated"))
         leaving = _string_list(item.get("leaving"))
         hosts = _string_map(item.get("hosts"))
         unallocated_hosts = _string_map(item.get("unallocatedHosts"))
+        pending = _string_list(item.get("pending"))
+        pending_hosts = _string_list(item.get("pendingHosts"))
     skipped: List[str] = []
     return MeshView(
         mesh=mesh,
@@ -134,6 +141,8 @@ def decode_item(item: Dict[str, Any]) -> MeshView:
         hosts=_addresses(hosts, "host/", skipped),
         unallocated_hosts=unallocated_hosts,
         skipped=skipped,
+        pending=pending,
+        pending_hosts=pending_hosts,
     )
 
 
@@ -305,6 +314,8 @@ def view_json(view: MeshView) -> Dict[str, Any]:
         "leaving": view.leaving,
         "hosts": view.hosts,
         "unallocatedHosts": view.unallocated_hosts,
+        "pending": view.pending,
+        "pendingHosts": view.pending_hosts,
     }
 
 

@@ -1,24 +1,36 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
+import { LambdaSelfInvoker } from "../store/lambda-self-invoker.ts";
 import { loadConfig } from "./config.ts";
+import type { InvocationContext, InvokerFor } from "./continuation/context.ts";
+import { type ContinueSummary, createContinueHandler } from "./continuation/continue-handler.ts";
+import { isContinueEvent } from "./continuation/handover.ts";
 import { createDynamoClient } from "./runtime.ts";
 import { createStreamHandler } from "./stream-handler.ts";
 import { isAllocatorCommand } from "./sweep-event.ts";
-import { createSweepHandler, type InvocationContext, type SweepSummary } from "./sweep-handler.ts";
+import { createSweepHandler, type SweepSummary } from "./sweep-handler.ts";
 
 /**
- * Lambda entry for both stream event sources, the scheduled repair sweep and the backfill
- * (`{"vipAllocator": "sweep" | "backfill"}`). Configuration is read and validated once, at cold
- * start: a bad VIP_CIDR or VIP_QUARANTINE_SECONDS fails the init with a message naming it.
+ * Lambda entry for both stream event sources, the scheduled repair sweep, the backfill
+ * (`{"vipAllocator": "sweep" | "backfill"}`) and its own continuations
+ * (`{"vipAllocator": "continue", ...}`, decision 160). Configuration is read and validated once,
+ * at cold start: a bad VIP_CIDR or VIP_QUARANTINE_SECONDS fails the init with a message naming it.
  */
 const config = loadConfig();
 const client = createDynamoClient(config);
-const streams = createStreamHandler(config, { client });
-const sweeps = createSweepHandler(config, { client });
+/** A continuation invokes the function as this invocation was invoked (its ARN). */
+const invoker: InvokerFor = (context) =>
+  context.invokedFunctionArn === undefined
+    ? undefined
+    : new LambdaSelfInvoker(context.invokedFunctionArn);
+const streams = createStreamHandler(config, { client, invoker });
+const sweeps = createSweepHandler(config, { client, invoker });
+const continuations = createContinueHandler(config, { client, invoker, sweeps });
 
 export async function handler(
   event: DynamoDBStreamEvent | unknown,
   context?: InvocationContext,
-): Promise<DynamoDBBatchResponse | SweepSummary> {
+): Promise<DynamoDBBatchResponse | SweepSummary | ContinueSummary> {
+  if (isContinueEvent(event)) return await continuations(event, context);
   if (isAllocatorCommand(event)) return await sweeps(event, context);
-  return await streams(event as DynamoDBStreamEvent);
+  return await streams(event as DynamoDBStreamEvent, context);
 }

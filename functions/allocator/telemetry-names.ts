@@ -38,6 +38,11 @@ export const METRIC = {
    * none was pending (decision 073) (Count).
    */
   passesSkipped: "PassesSkipped",
+  /**
+   * Meshes whose pass ran out of the invocation's time and went on in a continuation (Count,
+   * decision 160): not an error; a steady rate means the function's timeout is short for them.
+   */
+  passesContinued: "PassesContinued",
   /** Age of the oldest record of a batch when its processing started (Milliseconds). */
   streamLagMs: "StreamLag",
   /**

@@ -81,13 +81,22 @@ function sortedRecord(entries: Iterable<[string, string]>): Record<string, strin
   return recordOf(list);
 }
 
-/** Builds the content of a VIP item from assignments and unallocated reasons. */
+/**
+ * Builds the content of a VIP item from assignments, unallocated reasons and the services
+ * still pending an address (a pass that ran out of time, decision 160).
+ */
 export function buildContent(
   assigned: Iterable<[string, string]>,
   unallocated: Iterable<[string, string]>,
   cidr: string,
+  pending: Iterable<string> = [],
 ): VipContent {
-  return { vips: sortedRecord(assigned), cidr, unallocated: sortedRecord(unallocated) };
+  return {
+    vips: sortedRecord(assigned),
+    cidr,
+    unallocated: sortedRecord(unallocated),
+    pending: [...pending].sort(compareServices),
+  };
 }
 
 function sameRecord(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) {
@@ -102,8 +111,15 @@ export function sameContent(current: VipItem | undefined, next: VipContent): boo
   return (
     current.cidr === next.cidr &&
     sameRecord(current.vips, next.vips) &&
-    sameRecord(current.unallocated ?? {}, next.unallocated)
+    sameRecord(current.unallocated ?? {}, next.unallocated) &&
+    sameList(current.pending ?? [], next.pending)
   );
+}
+
+/** Whether two lists of distinct names hold the same names, in any order. */
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  const names = new Set(a);
+  return a.length === b.length && b.every((name) => names.has(name));
 }
 
 /** The reason recorded in `unallocated` when the range has no free address. */

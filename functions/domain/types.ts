@@ -12,12 +12,20 @@ export interface VipItem {
   /** service -> reason, for services of the set that hold no VIP. */
   readonly unallocated?: Readonly<Record<string, string>>;
   /**
+   * Services of the set whose address a pass has not claimed yet: it ran out of the
+   * invocation's time, wrote what it had, and a continuation claims the rest (decision 160).
+   * Listed neither in `vips` nor in `unallocated`; absent when empty.
+   */
+  readonly pending?: readonly string[];
+  /**
    * The public form only (`decodeVipItem`): external services' hosts -> VIP, and the hosts
    * without one. The allocator itself keeps hosts in `vips` and `unallocated` under their
    * entry names `host/<host>` (domain/hosts.ts); the stored item lists them apart.
    */
   readonly hosts?: Readonly<Record<string, string>>;
   readonly unallocatedHosts?: Readonly<Record<string, string>>;
+  /** The public form only: the hosts `pending` (as `pending` holds services). */
+  readonly pendingHosts?: readonly string[];
   /**
    * Random id of this incarnation of the mesh item (a new one when a deleted mesh is created
    * again). Claim memberships carry it so a late release from a previous incarnation cannot
@@ -42,6 +50,8 @@ export interface VipContent {
   readonly vips: Readonly<Record<string, string>>;
   readonly cidr: string;
   readonly unallocated: Readonly<Record<string, string>>;
+  /** Services still waiting for a pass to claim their address (sorted). */
+  readonly pending: readonly string[];
 }
 
 /**

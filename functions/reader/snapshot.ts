@@ -26,6 +26,13 @@ export interface MeshView {
   readonly hosts: ReadonlyMap<string, string>;
   /** host -> reason, for hosts without a VIP (range exhausted). */
   readonly unallocatedHosts: ReadonlyMap<string, string>;
+  /**
+   * Services of the mesh without a VIP yet: a pass ran out of its invocation's time and a
+   * continuation is claiming them (decision 160); usually empty, and emptied within seconds.
+   */
+  readonly pending: readonly string[];
+  /** The hosts pending, likewise. */
+  readonly pendingHosts: readonly string[];
 }
 
 /** Why an item (or part of it) was skipped. */
@@ -108,6 +115,8 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
       unallocated,
       hosts,
       unallocatedHosts,
+      pending: decoded.pending ?? [],
+      pendingHosts: decoded.pendingHosts ?? [],
     },
     issues,
   };

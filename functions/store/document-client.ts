@@ -13,7 +13,11 @@ import {
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
+import { inPool } from "../domain/in-pool.ts";
 import { fromAttributeMap, type PlainRecord, toAttributeMap } from "./attribute-values.ts";
+
+/** BatchGetItem requests of one read in flight at once (each of up to 100 keys). */
+const BATCH_GET_CONCURRENCY = 8;
 
 /** Expression parts shared by every conditional request. */
 export interface Expressions {
@@ -238,7 +242,8 @@ export class DocumentClient {
   }
 
   /**
-   * Reads keys of one table, 100 per request, retrying unprocessed keys with backoff. Items
+   * Reads keys of one table, 100 per request ({@link BATCH_GET_CONCURRENCY} requests at once),
+   * retrying unprocessed keys with backoff. Items
    * come back in no particular order; missing keys are simply absent.
    */
   async batchGet(
@@ -247,8 +252,12 @@ export class DocumentClient {
     options: { readonly consistent?: boolean; readonly projection?: string } = {},
   ): Promise<PlainRecord[]> {
     const out: PlainRecord[] = [];
-    for (let i = 0; i < keys.length; i += 100) {
-      let pending = keys.slice(i, i + 100).map((key) => toAttributeMap(key));
+    const chunks: PlainRecord[][] = [];
+    for (let i = 0; i < keys.length; i += 100) chunks.push(keys.slice(i, i + 100));
+    // A few requests at once: a pass that reads the claims of thousands of services does not
+    // wait for them one request after another.
+    await inPool(chunks, BATCH_GET_CONCURRENCY, async (chunk) => {
+      let pending = chunk.map((key) => toAttributeMap(key));
       for (let round = 0; pending.length > 0; round++) {
         if (round > 10) throw new Error(`BatchGetItem on ${table}: keys still unprocessed`);
         if (round > 0) await pause(round);
@@ -268,7 +277,7 @@ export class DocumentClient {
         for (const item of result.Responses?.[table] ?? []) out.push(fromAttributeMap(item));
         pending = result.UnprocessedKeys?.[table]?.Keys ?? [];
       }
-    }
+    });
     return out;
   }
 

@@ -18,6 +18,9 @@ import type { MeshSource, Page, SourceRead } from "./ports.ts";
  * its partition. Ingresses: a filtered Scan of the dataplanes table (a batch shares one).
  * Bad-input issues name the configured (physical) table.
  */
+/** Segments of the Scan that finds the zone ingresses, read at once (a parallel Scan). */
+const INGRESS_SCAN_SEGMENTS = 8;
+
 export class DynamoMeshSource implements MeshSource {
   constructor(
     private readonly client: DynamoDBClient,
@@ -81,17 +84,34 @@ export class DynamoMeshSource implements MeshSource {
     return await this.collect(pages);
   }
 
+  /**
+   * Every zone ingress: a Scan of the whole dataplanes table (a filter does not reduce what is
+   * read), in {@link INGRESS_SCAN_SEGMENTS} segments at once. Billed the same as one sequential
+   * Scan; at 100,000 dataplanes (54 pages of 1 MB) it is what bounds a sweep invocation's first
+   * step, and on DynamoDB Local it took 290 s in one segment against 23 s in eight.
+   */
   async ingresses(consistent = true): Promise<SourceRead> {
-    const pages = paginateScan(
-      { client: this.client },
-      {
-        TableName: this.tables.dataplanes,
-        FilterExpression: "attribute_exists(#n.#i)",
-        ExpressionAttributeNames: { "#n": "networking", "#i": "ingress" },
-        ConsistentRead: consistent,
-      },
+    const segments = await Promise.all(
+      Array.from({ length: INGRESS_SCAN_SEGMENTS }, (_, segment) =>
+        this.collect(
+          paginateScan(
+            { client: this.client },
+            {
+              TableName: this.tables.dataplanes,
+              FilterExpression: "attribute_exists(#n.#i)",
+              ExpressionAttributeNames: { "#n": "networking", "#i": "ingress" },
+              ConsistentRead: consistent,
+              Segment: segment,
+              TotalSegments: INGRESS_SCAN_SEGMENTS,
+            },
+          ),
+        ),
+      ),
     );
-    return await this.collect(pages);
+    return {
+      records: segments.flatMap((read) => read.records),
+      issues: segments.flatMap((read) => read.issues),
+    };
   }
 
   async dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead> {

@@ -1,6 +1,6 @@
 import { gunzipSync, gzipSync } from "node:zlib";
 import { VipItemTooLargeError } from "../domain/errors.ts";
-import { joinHosts, splitHosts } from "../domain/hosts.ts";
+import { hostEntry, hostOfEntry, isHostEntry, joinHosts, splitHosts } from "../domain/hosts.ts";
 import { emptyRecord } from "../domain/records.ts";
 import type { VipItem } from "../domain/types.ts";
 import { itemSizeBytes } from "./attribute-values.ts";
@@ -24,7 +24,9 @@ export const ITEM_MAX_BYTES = 390 * 1024;
  *
  * Hosts of external services (kept by the allocator among `vips` and `unallocated` under
  * `host/<host>`) are stored apart, so readers of `vips` see services only: `hosts` and
- * `unallocatedHosts` (maps, only when not empty; in format 2, in the JSON).
+ * `unallocatedHosts` (maps, only when not empty; in format 2, in the JSON). Services and hosts a
+ * pass has not reached yet (decision 160) are `pending` and `pendingHosts` (lists of strings,
+ * only when not empty; in format 2, in the JSON).
  */
 export type StoredVipItem = Record<string, unknown>;
 
@@ -34,17 +36,23 @@ export function encodeVipItem(item: VipItem): { stored: StoredVipItem; bytes: nu
     vips: all,
     unallocated: allUnallocated,
     leaving,
+    pending: allPending,
     hosts: _h,
     unallocatedHosts: _u,
+    pendingHosts: _p,
     ...rest
   } = item;
   const { services: vips, hosts } = splitHosts(all);
   const split = allUnallocated === undefined ? undefined : splitHosts(allUnallocated);
   const unallocated = split?.services;
   const unallocatedHosts = split?.hosts ?? {};
+  const pending = (allPending ?? []).filter((name) => !isHostEntry(name));
+  const pendingHosts = (allPending ?? []).filter(isHostEntry).map(hostOfEntry);
   const extra = {
     ...(Object.keys(hosts).length > 0 ? { hosts } : {}),
     ...(Object.keys(unallocatedHosts).length > 0 ? { unallocatedHosts } : {}),
+    ...(pending.length > 0 ? { pending } : {}),
+    ...(pendingHosts.length > 0 ? { pendingHosts } : {}),
   };
   const plain: StoredVipItem = {
     ...rest,
@@ -91,11 +99,12 @@ function stringList(value: unknown): string[] {
  * empty) the hosts of external services.
  */
 export function decodeVipItem(raw: StoredVipItem): VipItem {
-  const { hosts, unallocatedHosts, ...item } = decodeStored(raw);
+  const { hosts, unallocatedHosts, pendingHosts, ...item } = decodeStored(raw);
   return {
     ...item,
     ...(Object.keys(hosts).length > 0 ? { hosts } : {}),
     ...(Object.keys(unallocatedHosts).length > 0 ? { unallocatedHosts } : {}),
+    ...(pendingHosts.length > 0 ? { pendingHosts } : {}),
   };
 }
 
@@ -104,24 +113,31 @@ export function decodeVipItem(raw: StoredVipItem): VipItem {
  * their entry names `host/<host>` (the allocator's stores, its checks and the benches).
  */
 export function decodeAllocatorItem(raw: StoredVipItem): VipItem {
-  const { hosts, unallocatedHosts, ...item } = decodeStored(raw);
-  if (Object.keys(hosts).length === 0 && Object.keys(unallocatedHosts).length === 0) return item;
+  const { hosts, unallocatedHosts, pendingHosts, ...item } = decodeStored(raw);
+  const noHosts = Object.keys(hosts).length === 0 && Object.keys(unallocatedHosts).length === 0;
+  if (noHosts && pendingHosts.length === 0) return item;
   const unallocated = joinHosts(item.unallocated ?? {}, unallocatedHosts);
+  const pending = [...(item.pending ?? []), ...pendingHosts.map(hostEntry)];
   return {
     ...item,
     vips: joinHosts(item.vips, hosts),
     ...(Object.keys(unallocated).length > 0 ? { unallocated } : {}),
+    ...(pending.length > 0 ? { pending } : {}),
   };
 }
 
-function decodeStored(
-  raw: StoredVipItem,
-): VipItem & { hosts: Record<string, string>; unallocatedHosts: Record<string, string> } {
+function decodeStored(raw: StoredVipItem): VipItem & {
+  hosts: Record<string, string>;
+  unallocatedHosts: Record<string, string>;
+  pendingHosts: string[];
+} {
   let vips = stringRecord(raw.vips);
   let unallocated = stringRecord(raw.unallocated);
   let leaving = stringList(raw.leaving);
   let hosts = stringRecord(raw.hosts);
   let unallocatedHosts = stringRecord(raw.unallocatedHosts);
+  let pending = stringList(raw.pending);
+  let pendingHosts = stringList(raw.pendingHosts);
   if (Number(raw.format) === 2) {
     const bytes = raw.vipsGz;
     if (!(bytes instanceof Uint8Array)) {
@@ -133,6 +149,8 @@ function decodeStored(
     leaving = stringList(payload.leaving);
     hosts = stringRecord(payload.hosts);
     unallocatedHosts = stringRecord(payload.unallocatedHosts);
+    pending = stringList(payload.pending);
+    pendingHosts = stringList(payload.pendingHosts);
   }
   return {
     mesh: String(raw.mesh),
@@ -144,7 +162,9 @@ function decodeStored(
     incarnation: typeof raw.incarnation === "string" ? raw.incarnation : "",
     ...(typeof raw.renumberings === "number" ? { renumberings: raw.renumberings } : {}),
     ...(leaving.length > 0 ? { leaving } : {}),
+    ...(pending.length > 0 ? { pending } : {}),
     hosts,
     unallocatedHosts,
+    pendingHosts,
   };
 }

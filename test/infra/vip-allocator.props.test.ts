@@ -112,6 +112,28 @@ describe("synth-time validation names the prop and the value", () => {
     expect(() => build({ sweepSchedule: false, timeout: Duration.minutes(15) })).not.toThrow();
   });
 
+  test("sweepSchedule: false is rejected with existing input tables, naming them", () => {
+    const error = rejection({
+      sweepSchedule: false,
+      existingDataplanesTable: {
+        tableName: "kuma-dataplanes",
+        tableStreamArn: STREAM.replace("kuma-meshes", "kuma-dataplanes"),
+      },
+    });
+    expect(error.prop).toBe("sweepSchedule");
+    expect(error.message).toContain("invalid sweepSchedule false");
+    expect(error.message).toContain("existingDataplanesTable is given");
+    const both = rejection({
+      sweepSchedule: false,
+      existingMeshesTable: { tableName: "kuma-meshes", tableStreamArn: STREAM },
+      existingDataplanesTable: {
+        tableName: "kuma-dataplanes",
+        tableStreamArn: STREAM.replace("kuma-meshes", "kuma-dataplanes"),
+      },
+    });
+    expect(both.message).toContain("existingMeshesTable and existingDataplanesTable are given");
+  });
+
   test("existing table: rejects an invalid table name", () => {
     const error = rejection({ existingMeshesTable: { tableName: "a b", tableStreamArn: STREAM } });
     expect(error.prop).toBe("existingMeshesTable.tableName");

@@ -196,6 +196,8 @@ describe("backfill after deploying onto existing tables", () => {
         logicalId(allocator.claimsTable),
         logicalId(allocator.indexTable),
         logicalId(allocator.vipsTable),
+        // The backfill goes on in invocations of its own (decision 160).
+        logicalId(allocator.node.findChild("ContinuationPolicy")),
       ]) {
         expect(dependsOn).toContain(dependency);
       }

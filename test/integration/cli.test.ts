@@ -62,7 +62,8 @@ describe("the vips CLI, run as a separate process against the local engine", {
     const dataplane = await vips(["dataplane", "put", "test/fixtures/kuma/shop.yaml", ...at], {
       env,
     });
-    const drained = await vips(["drain", ...at], { env });
+    // With the function's timeout emulated: a pass this small needs no continuation.
+    const drained = await vips(["drain", "--function-timeout", "30", ...at], { env });
     const got = await vips(["get", "vips", "shop", "-o", "json", ...at], { env });
     const drainedAgain = await vips(["drain", ...at], { env });
 
@@ -177,15 +178,18 @@ describe("the vips CLI, run as a separate process against the local engine", {
 
   it("exits 2 with one line naming the problem on bad usage", async () => {
     const at = ["--endpoint", emulator.endpoint];
-    const [unknown, missing, extra, option, once, url, cidr] = await Promise.all([
-      vips(["frobnicate", ...at]),
-      vips(["get", ...at]),
-      vips(["mesh", "put", "a", "b", ...at]),
-      vips(["list", "--verbose", ...at]),
-      vips(["drain", "--once", ...at]),
-      vips(["list", "--endpoint", "ftp://127.0.0.1:1"]),
-      vips(["drain", ...at], { env: { VIP_CIDR: "240.0.0.0/99" } }),
-    ]);
+    const [unknown, missing, extra, option, once, url, cidr, timeout, timeoutOn] =
+      await Promise.all([
+        vips(["frobnicate", ...at]),
+        vips(["get", ...at]),
+        vips(["mesh", "put", "a", "b", ...at]),
+        vips(["list", "--verbose", ...at]),
+        vips(["drain", "--once", ...at]),
+        vips(["list", "--endpoint", "ftp://127.0.0.1:1"]),
+        vips(["drain", ...at], { env: { VIP_CIDR: "240.0.0.0/99" } }),
+        vips(["drain", "--function-timeout", "0", ...at]),
+        vips(["list", "--function-timeout", "5", ...at]),
+      ]);
 
     const oneLine = (run: Run) => run.stderr.trimEnd().split("\n");
     expect(unknown.code).toBe(2);
@@ -208,7 +212,15 @@ describe("the vips CLI, run as a separate process against the local engine", {
     expect(oneLine(cidr)).toEqual([
       'error: invalid VIP range "240.0.0.0/99": prefix length /99 is too long: an IPv4 range has at most /32',
     ]);
-    for (const run of [unknown, missing, extra, option, once, url, cidr]) {
+    expect(timeout.code).toBe(2);
+    expect(oneLine(timeout)).toEqual([
+      expect.stringMatching(/--function-timeout "0" is not a number of seconds from 0\.1 to 900/),
+    ]);
+    expect(timeoutOn.code).toBe(2);
+    expect(oneLine(timeoutOn)).toEqual([
+      expect.stringMatching(/--function-timeout applies to drain, demo only/),
+    ]);
+    for (const run of [unknown, missing, extra, option, once, url, cidr, timeout, timeoutOn]) {
       expect(run.stdout).toBe("");
     }
   });

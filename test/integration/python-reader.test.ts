@@ -78,7 +78,7 @@ describe("the Python reader (examples/python, boto3)", () => {
   it("decodes every test vector to its expected result", async () => {
     const out = await python("vectors", VECTORS);
     const count = readdirSync(VECTORS).filter((file) => file.endsWith(".json")).length;
-    expect(count).toBe(11);
+    expect(count).toBe(12);
     expect(out.stdout).toContain(`${count} of ${count} vectors decoded as expected`);
     expect(out.stdout).toContain("ok format1-hosts (2 services, 3 hosts, format 1)");
     expect(out.stdout).toContain("ok format2-hosts (1600 services, 2 hosts, format 2)");

@@ -47,7 +47,7 @@ describe("the test vectors", () => {
     }
   });
 
-  it("cover both formats, JavaScript property names, IPv6, unallocated, leaving and an empty mesh", () => {
+  it("cover both formats, JavaScript property names, IPv6, unallocated, leaving, pending and an empty mesh", () => {
     const all = generated.map((v) => v.expected);
     expect(all.some((v) => v.format === 2)).toBe(true);
     expect(all.some((v) => Object.hasOwn(v.vips, "__proto__") && v.format === 2)).toBe(true);
@@ -56,6 +56,9 @@ describe("the test vectors", () => {
     expect(all.some((v) => v.cidr.includes(":") && v.format === 2)).toBe(true);
     expect(all.some((v) => Object.keys(v.unallocated).length > 0)).toBe(true);
     expect(all.some((v) => v.leaving.length > 0 && v.format === 1)).toBe(true);
+    expect(all.some((v) => v.pending.length > 0 && v.format === 1)).toBe(true);
+    expect(all.some((v) => v.pending.length > 0 && v.format === 2)).toBe(true);
+    expect(all.some((v) => v.pendingHosts.length > 0)).toBe(true);
     expect(all.some((v) => Object.keys(v.vips).length === 0)).toBe(true);
     for (const format of [1, 2]) {
       expect(all.some((v) => Object.keys(v.hosts).length > 0 && v.format === format)).toBe(true);
@@ -87,6 +90,8 @@ describe("the test vectors", () => {
       expect(sorted(Object.entries(decoded.unallocatedHosts ?? {}))).toEqual(
         sorted(Object.entries(expected.unallocatedHosts)),
       );
+      expect(decoded.pending ?? []).toEqual(expected.pending);
+      expect(decoded.pendingHosts ?? []).toEqual(expected.pendingHosts);
 
       const { view, issues } = meshViewOf(raw);
       expect(issues).toEqual([]);
@@ -109,6 +114,8 @@ describe("the test vectors", () => {
       expect(sorted(view?.unallocatedHosts ?? [])).toEqual(
         sorted(Object.entries(expected.unallocatedHosts)),
       );
+      expect(view?.pending).toEqual(expected.pending);
+      expect(view?.pendingHosts).toEqual(expected.pendingHosts);
     });
   }
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { VipItem } from "../../functions/domain/types.ts";
 import {
+  decodeAllocatorItem,
   decodeVipItem,
   encodeVipItem,
   ITEM_MAX_BYTES,
@@ -25,6 +26,25 @@ function item(services: number, extra: Partial<VipItem> = {}): VipItem {
 }
 
 describe("VIP item codec", () => {
+  it("stores services and hosts still pending apart, in both formats (decision 160)", () => {
+    for (const size of [10, 2_000]) {
+      const pending = item(size, { pending: ["late", "host/api.example.com"] });
+
+      const { stored } = encodeVipItem(pending);
+
+      const raw = stored.format === 2 ? undefined : stored;
+      if (raw !== undefined) {
+        expect(raw.pending).toEqual(["late"]);
+        expect(raw.pendingHosts).toEqual(["api.example.com"]);
+      }
+      expect(stored.format).toBe(size > 1_000 ? 2 : undefined);
+      const decoded = decodeVipItem(stored);
+      expect(decoded.pending).toEqual(["late"]);
+      expect(decoded.pendingHosts).toEqual(["api.example.com"]);
+      expect(decodeAllocatorItem(stored).pending).toEqual(["late", "host/api.example.com"]);
+    }
+  });
+
   it("keeps the plain format, vips as a map, for an ordinary mesh", () => {
     const small = item(100, { unallocated: { late: "range exhausted" } });
 

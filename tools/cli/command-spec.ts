@@ -45,6 +45,7 @@ export interface Flags extends DnsFlags {
   readonly format?: string;
   readonly file?: string;
   readonly output?: string;
+  readonly "function-timeout"?: string;
 }
 
 /** How each option shows in a command's usage line ("" = named by the arguments already). */
@@ -63,6 +64,7 @@ export const FLAG_USAGE: Record<keyof Flags, string> = {
   ttl: "[--ttl 30]",
   interval: "[--interval 5]",
   force: "[--force]",
+  "function-timeout": "[--function-timeout SECONDS]",
 };
 
 /** What each option does, for a command's `--help`. */
@@ -82,6 +84,8 @@ export const FLAG_HELP: Record<keyof Flags | "mesh" | "once", string> = {
   ttl: "--ttl S           TTL of answers (default 30; TTL + interval <= quarantine)",
   interval: "--interval S      seconds between version probes of the vips table (default 5)",
   force: "--force           start even when TTL + interval exceed VIP_QUARANTINE_SECONDS",
+  "function-timeout":
+    "--function-timeout S  emulate the function's timeout of S seconds (passes continue after it)",
   mesh: "--mesh M          the mesh (default: every mesh when listing, `default` for one resource)",
   once: "--once            exit after the summary instead of watching",
 };

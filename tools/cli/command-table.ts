@@ -199,9 +199,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     words: ["drain"],
     args: [],
     settings: true,
+    flags: ["function-timeout"],
     summary: "process every stream record written so far through the handler, then exit",
-    examples: ["vips drain --endpoint http://127.0.0.1:8000"],
-    run: (ctx, _args, config) => drainCommand(ctx, config()),
+    examples: [
+      "vips drain --endpoint http://127.0.0.1:8000",
+      "vips drain --endpoint http://127.0.0.1:8000 --function-timeout 60",
+    ],
+    run: (ctx, _args, config, _mesh, flags) =>
+      drainCommand(ctx, config(), flags["function-timeout"]),
   },
   {
     words: ["watch"],
@@ -336,6 +341,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     words: ["demo"],
     args: [],
     once: true,
+    flags: ["function-timeout"],
     summary:
       "start a local DynamoDB (VIPS_EMULATOR, unless --endpoint), seed a demo, drain it, print a summary, then watch",
     examples: ["vips demo --once"],

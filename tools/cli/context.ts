@@ -9,7 +9,6 @@ import {
   ResourceNotFoundException,
 } from "@aws-sdk/client-dynamodb";
 import type { AllocatorConfig } from "../../functions/allocator/config.ts";
-import { createStreamHandler } from "../../functions/allocator/stream-handler.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import {
   EXTERNAL_SERVICES_TABLE,
@@ -24,6 +23,7 @@ import {
   resolveRegion,
 } from "../local/aws-clients.ts";
 import { EmulatorUnavailableError, waitUntilAnswering } from "../local/emulator-process.ts";
+import { LocalFunction } from "../local/local-function.ts";
 import { StreamPoller, type StreamPollerOptions } from "../local/poller.ts";
 import { CliError, CommandFailedError, UsageError } from "./errors.ts";
 
@@ -291,20 +291,51 @@ export class CliContext {
 }
 
 /**
- * The stream poller every command runs: the real handler, the event source settings of the
- * CDK stack, this endpoint's checkpoint and failure files; `options` overrides any of them.
+ * The allocator function in this process, on the context's client: with `timeoutSeconds`, the
+ * function's timeout is emulated (each invocation gets Lambda's remaining time, and a pass that
+ * runs out goes on in a continuation, decision 160); without, invocations have no time limit.
+ */
+export function allocatorFunction(
+  ctx: CliContext,
+  config: AllocatorConfig,
+  timeoutSeconds?: number,
+): LocalFunction {
+  return new LocalFunction(config, {
+    client: ctx.ddb,
+    timeoutSeconds,
+    onNote: (text) => ctx.out.note(text),
+  });
+}
+
+/** `--function-timeout SECONDS`: a number of seconds from 0.1 to 900 (Lambda's largest). */
+export function parseFunctionTimeout(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const seconds = Number(value);
+  if (value.trim() === "" || !Number.isFinite(seconds) || seconds < 0.1 || seconds > 900) {
+    throw new UsageError(
+      `--function-timeout ${JSON.stringify(value)} is not a number of seconds from 0.1 to 900`,
+    );
+  }
+  return seconds;
+}
+
+/**
+ * The stream poller every command runs: the real handler (in `fn`, the function in this
+ * process), the event source settings of the CDK stack, this endpoint's checkpoint and failure
+ * files; `options` overrides any of them.
  */
 export function allocatorPoller(
   ctx: CliContext,
   config: AllocatorConfig,
   options: Partial<StreamPollerOptions> = {},
+  fn: LocalFunction = allocatorFunction(ctx, config),
 ): StreamPoller {
   return new StreamPoller({
     endpoint: ctx.endpoint,
     tables: config.tables,
     // One SDK client for the whole command: the handler and the poller share the context's.
     client: ctx.ddb,
-    handler: createStreamHandler(config, { client: ctx.ddb }),
+    handler: fn.streamHandler,
     checkpointFile: ctx.checkpointFile,
     failureFile: ctx.failureFile,
     ...options,

@@ -31,6 +31,7 @@ import {
   type Output,
   PROJECT_ROOT,
   parseEndpoint,
+  parseFunctionTimeout,
   prepareEnvironment,
 } from "./context.ts";
 import { CliError, type ExitCode, UsageError } from "./errors.ts";
@@ -166,6 +167,8 @@ export async function main(
     }
     flags[flag] = value;
   }
+  // Checked before anything is reached, as every other bad usage.
+  parseFunctionTimeout(flags["function-timeout"] as string | undefined);
   for (const flag of ["queue-url", "file", "region", "profile"] as const) {
     const value = flag in flags ? flags[flag] : values[flag as "region" | "profile"];
     if (typeof value === "string" && value.trim() === "") {
@@ -182,7 +185,14 @@ export async function main(
     // The demo brings its own local engine unless told where to go with --endpoint.
     const endpoint = fromFlag ? parseEndpoint(values.endpoint as string, "--endpoint") : undefined;
     if (endpoint !== undefined) await ensureReachable(endpoint, "--endpoint");
-    return await demoCommand({ endpoint, env, json, once: values.once === true, out });
+    return await demoCommand({
+      endpoint,
+      env,
+      json,
+      once: values.once === true,
+      out,
+      functionTimeout: parseFunctionTimeout(values["function-timeout"]),
+    });
   }
 
   const raw = fromFlag ? values.endpoint : env.DYNAMODB_ENDPOINT?.trim() || undefined;
@@ -247,6 +257,7 @@ function parse(argv: readonly string[]) {
       ttl: { type: "string" },
       interval: { type: "string" },
       force: { type: "boolean" },
+      "function-timeout": { type: "string" },
       help: { type: "boolean", short: "h" },
       version: { type: "boolean" },
     },

@@ -26,6 +26,8 @@ function viewOf(item: VipItem): MeshView {
     unallocated: new Map(Object.entries(item.unallocated ?? {})),
     hosts: new Map(Object.entries(item.hosts ?? {})),
     unallocatedHosts: new Map(Object.entries(item.unallocatedHosts ?? {})),
+    pending: item.pending ?? [],
+    pendingHosts: item.pendingHosts ?? [],
   };
 }
 

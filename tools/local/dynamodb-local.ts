@@ -60,7 +60,9 @@ export function dynamoDbLocalDir(env: NodeJS.ProcessEnv = process.env): string |
  * Starts DynamoDB Local in memory on a free port and waits until it serves ListTables.
  * `-sharedDb`: one database whatever the client's credentials and region (as with moto);
  * `-disableTelemetry`: it would otherwise try to reach AWS. A small heap and the serial
- * collector keep two of them (the test workers') light on a small machine.
+ * collector keep two of them (the test workers') light on a small machine; the benches at
+ * 100,000 dataplanes set `DYNAMODB_LOCAL_HEAP` (e.g. `4g`: the tables and their stream records
+ * are held in memory).
  */
 export async function startDynamoDbLocal(
   options: { timeoutMs?: number } = {},
@@ -77,7 +79,7 @@ export async function startDynamoDbLocal(
     command: java,
     args: (port) => [
       "-XX:+UseSerialGC",
-      "-Xmx1g",
+      `-Xmx${heapSize(process.env.DYNAMODB_LOCAL_HEAP)}`,
       `-Djava.library.path=${join(dir, "DynamoDBLocal_lib")}`,
       // Through a launcher that binds it to 127.0.0.1: DynamoDB Local itself has no option for
       // its address and listens on every interface.
@@ -94,4 +96,16 @@ export async function startDynamoDbLocal(
     notFound: `${java} not found: DynamoDB Local needs Java; ${JAVA_INSTALL_HINT}`,
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
   });
+}
+
+/** The JVM heap for DynamoDB Local: `DYNAMODB_LOCAL_HEAP` (`512m`, `4g`), default 1 GB. */
+function heapSize(value: string | undefined): string {
+  const given = value?.trim() ?? "";
+  if (given === "") return "1g";
+  if (!/^[1-9][0-9]*[mg]$/.test(given)) {
+    throw new EmulatorUnavailableError(
+      `DYNAMODB_LOCAL_HEAP ${JSON.stringify(given)} is not a heap size such as 512m or 4g`,
+    );
+  }
+  return given;
 }

@@ -60,8 +60,9 @@ export async function recordRanges(
   guard: PassGuard | undefined,
   telemetry: Telemetry,
 ): Promise<void> {
-  for (const { mesh, left, rangeChanged } of outcomes) {
-    if (left === undefined) continue;
+  for (const { mesh, left, rangeChanged, deferred } of outcomes) {
+    // A deferred pass's item still has services outside the range or pending (decision 160).
+    if (left === undefined || deferred === true) continue;
     const read = guard?.read.has(mesh) === true;
     const recorded = guard?.state.ranges.get(mesh);
     if (!(read && recorded?.cidr !== left.cidr) && rangeChanged !== true) continue;

@@ -5,6 +5,8 @@ import { inPool } from "../../domain/in-pool.ts";
 import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
+import type { PassBudget } from "../continuation/budget.ts";
+import { continueDeferred, type Handover, notHandedOver } from "../continuation/handover.ts";
 import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
 import { indexView } from "../membership-index/view.ts";
 import type { PassPorts, PassSettings } from "../pass/deps.ts";
@@ -34,6 +36,9 @@ export interface BatchSettings extends PassSettings {
   readonly onFailure?: (mesh: string, error: unknown) => void;
   /** Called with the batch's lag (its oldest record's age, ms) before any pass (lag-note.ts). */
   readonly noteLag?: (lagMs: number) => Promise<void>;
+  /** This invocation's time for claims, and how it hands over what it defers (decision 160). */
+  readonly budget?: PassBudget;
+  readonly handover?: Handover;
 }
 
 /**
@@ -157,6 +162,8 @@ export async function processBatch(
   const outcomes: MeshOutcome[] = [];
   const woken = new Set<string>();
   const passOne = async (mesh: string): Promise<void> => {
+    // Out of time before it starts: the whole pass goes to the continuation (decision 160).
+    if (settings.budget?.expired() === true) return settings.budget.defer(mesh);
     try {
       const view = viewFor(mesh);
       // The guard read the waiting list before any pass read an item (decision 111).
@@ -189,7 +196,9 @@ export async function processBatch(
       if (retryable) failedSequences.push(...(byMesh.get(mesh) ?? []));
     }
   };
-  const run = (): Promise<void> => inPool(meshes, settings.concurrency, passOne);
+  const run = async (): Promise<void> => {
+    await inPool(meshes, settings.concurrency, passOne);
+  };
   await run();
   // Meshes waiting for an address, woken because this batch freed some (no quarantine): a
   // bounded number of extra rounds. Their failures are logged, not retried (they have no
@@ -209,6 +218,14 @@ export async function processBatch(
     });
   }
 
+  // What ran out of time goes on in a continuation; if it cannot be sent, the records of those
+  // meshes are retried by the event source instead.
+  const handedOver = await continueDeferred(settings.budget, settings.handover, {}, telemetry);
+  if (notHandedOver(handedOver)) {
+    for (const mesh of settings.budget?.deferred ?? []) {
+      failedSequences.push(...(byMesh.get(mesh) ?? []));
+    }
+  }
   if (failedSequences.length === 0) return { batchItemFailures: [] };
   return { batchItemFailures: [{ itemIdentifier: lowestOf(failedSequences) }] };
 }

@@ -25,8 +25,8 @@ export async function commitItem(
   asserted: Asserted,
   attempt: number,
 ): Promise<Attempt> {
-  const { plan, unallocated, finder } = claimed;
-  const content = buildContent(claimed.assigned, unallocated, deps.pool.cidr);
+  const { plan, unallocated, finder, pending } = claimed;
+  const content = buildContent(claimed.assigned, unallocated, deps.pool.cidr, pending);
   if (current !== undefined && sameContent(current, content)) {
     return await unchanged(mesh, current, claimed, deps, asserted, attempt);
   }
@@ -50,6 +50,7 @@ export async function commitItem(
     cidr: content.cidr,
     updatedAt: new Date(deps.now()).toISOString(),
     ...(unallocated.size > 0 ? { unallocated: content.unallocated } : {}),
+    ...(pending.length > 0 ? { pending: content.pending } : {}),
     incarnation,
     renumberings: claimed.renumberings,
     ...(leaving.length > 0 ? { leaving } : {}),
@@ -108,14 +109,9 @@ export async function commitItem(
     unallocated: unallocated.size,
     bytes,
   });
-  const wake = await waitingAndWake(
-    mesh,
-    deps,
-    waiting(current),
-    unallocated.size > 0,
-    released,
-    item,
-  );
+  const waits = unallocated.size > 0 || pending.length > 0;
+  const wake = await waitingAndWake(mesh, deps, waiting(current), waits, released, item);
+  if (claimed.deferred) deps.budget?.defer(mesh);
   const written = {
     ...outcome(
       mesh,
@@ -130,7 +126,11 @@ export async function commitItem(
     left: itemLeft(item),
     rangeChanged: current?.cidr !== item.cidr,
     ...(Object.keys(renumbered).length > 0 ? { renumbered } : {}),
+    ...(claimed.deferred ? { deferred: true as const } : {}),
   };
+  // Out of time: the continuation reads the whole service set again and finishes the work, so
+  // this pass neither checks its inputs again nor goes round (decision 160).
+  if (claimed.deferred) return { outcome: written, settled: true };
   // With no quarantine, addresses released just now can serve the unallocated right away.
   const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
   // The write listed unallocated services and the mesh is on the waiting list (above): a pass
@@ -156,7 +156,7 @@ async function unchanged(
   asserted: Asserted,
   attempt: number,
 ): Promise<Attempt> {
-  const { unallocated, stillMembers, finder } = claimed;
+  const { unallocated, stillMembers, finder, pending } = claimed;
   const left = await retractPast(mesh, deps, asserted, current);
   let releasedNow = 0;
   if (stillMembers.length > 0) {
@@ -168,18 +168,14 @@ async function unchanged(
       finder.freed();
     }
   }
-  const wake = await waitingAndWake(
-    mesh,
-    deps,
-    waiting(current),
-    unallocated.size > 0,
-    releasedNow,
-    left,
-  );
+  const waits = unallocated.size > 0 || pending.length > 0;
+  const wake = await waitingAndWake(mesh, deps, waiting(current), waits, releasedNow, left);
+  if (claimed.deferred) deps.budget?.defer(mesh);
   return settled({
     ...outcome(mesh, "unchanged", left.version, {}, {}, [...unallocated.keys()], attempt),
     wake,
     left: itemLeft(left),
+    ...(claimed.deferred ? { deferred: true as const } : {}),
   });
 }
 

@@ -6,6 +6,7 @@ import type {
   PoolPort,
   VipItemStore,
 } from "../../store/ports.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import type { Telemetry } from "../telemetry.ts";
 import type { AddressFinder } from "./address-finder.ts";
 import type { BatchIngresses } from "./batch-ingresses.ts";
@@ -52,6 +53,11 @@ export interface ReconcileDeps extends PassPorts, PassSettings {
    * (decision 111).
    */
   readonly waitingEntry?: { readonly revision: ItemRevision | undefined };
+  /**
+   * The invocation's time for claims (decision 160); absent: no limit (the CLI, the tests). A
+   * pass that runs out writes what it has and defers the rest to a continuation.
+   */
+  readonly budget?: PassBudget;
 }
 
 /** Full-jitter backoff: random(0, min(cap, base * 2^attempt)). */

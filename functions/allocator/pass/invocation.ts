@@ -1,3 +1,4 @@
+import type { PassBudget } from "../continuation/budget.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { AddressFinder } from "./address-finder.ts";
 import { BatchIngresses } from "./batch-ingresses.ts";
@@ -18,7 +19,10 @@ export interface Invocation {
   finish(): Promise<void>;
 }
 
-export function createInvocation(ports: PassPorts, settings: PassSettings): Invocation {
+export function createInvocation(
+  ports: PassPorts,
+  settings: PassSettings & { readonly budget?: PassBudget },
+): Invocation {
   const addresses = newFinder(ports, settings);
   const deps = {
     source: ports.source,
@@ -34,6 +38,7 @@ export function createInvocation(ports: PassPorts, settings: PassSettings): Invo
     random: settings.random,
     addresses,
     ingresses: new BatchIngresses(ports.source),
+    ...(settings.budget !== undefined ? { budget: settings.budget } : {}),
   };
   return { deps, finish: () => flushFinder(addresses, deps) };
 }

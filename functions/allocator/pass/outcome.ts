@@ -20,6 +20,11 @@ export interface MeshOutcome {
   readonly left?: ItemLeft;
   /** The pass wrote the item into another range than it found it in, or created it. */
   readonly rangeChanged?: boolean;
+  /**
+   * The pass ran out of the invocation's time and wrote what it had: the item lists services
+   * still `pending`, or still at VIPs outside the range; a continuation finishes (decision 160).
+   */
+  readonly deferred?: true;
 }
 
 /** The revision and range of the item a pass left (what the range record describes). */

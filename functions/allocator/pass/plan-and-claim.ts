@@ -4,10 +4,10 @@ import { emptyRecord, own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
+import { claimServices } from "./claim-services.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { attemptFinder } from "./invocation.ts";
 import type { Asserted } from "./memberships.ts";
-import { obtainVip } from "./obtain-vip.ts";
 import { listedServices } from "./service-set-view.ts";
 
 /** What the plan-and-claim step leaves for the commit: the content to write and why. */
@@ -23,6 +23,13 @@ export interface Claimed {
   readonly assigned: ReadonlyMap<string, string>;
   /** Service -> why it has no address. */
   readonly unallocated: ReadonlyMap<string, string>;
+  /**
+   * Services whose claim the budget left to a continuation and that have no VIP to keep
+   * meanwhile (decision 160); those renumbered keep their old VIP in `assigned` instead.
+   */
+  readonly pending: readonly string[];
+  /** The claims stopped early: the mesh has work left for a continuation. */
+  readonly deferred: boolean;
   /** Services that got an address in this step (service -> VIP). */
   readonly added: Record<string, string>;
   /** Of `added`, those that had one outside the range (service -> old VIP). */
@@ -99,8 +106,9 @@ export async function planAndClaim(
       return claim === undefined || pool.canonical(claim.vip) === undefined;
     }).length,
   );
-  for (const service of plan.needed) {
-    const vip = await obtainVip(service, {
+  const { obtained, untried } = await claimServices(
+    plan.needed,
+    {
       mesh,
       deps,
       finder,
@@ -108,13 +116,16 @@ export async function planAndClaim(
       nowMs,
       cutoffMs,
       prefetched: claimed,
-    });
+    },
+    asserted,
+  );
+  for (const service of plan.needed) {
+    if (!obtained.has(service)) continue;
+    const vip = obtained.get(service);
     if (vip === undefined) {
       unallocated.set(service, exhaustedReason(pool));
       continue;
     }
-    unallocated.delete(service);
-    asserted.set(service, membership);
     assigned.set(service, vip);
     added[service] = vip;
     const old = plan.outOfRange.get(service);
@@ -129,6 +140,14 @@ export async function planAndClaim(
       });
       telemetry.metric(METRIC.renumbered, "Count", 1);
     }
+  }
+  // Out of time (decision 160): a service still at a VIP outside the range keeps it until the
+  // continuation renumbers it (its claim still holds that address); any other waits, pending.
+  const pending: string[] = [];
+  for (const service of untried) {
+    const old = plan.outOfRange.get(service);
+    if (old !== undefined && pool.canonical(old) === undefined) assigned.set(service, old);
+    else pending.push(service);
   }
   await finish();
   if (unallocated.size > 0) {
@@ -148,6 +167,8 @@ export async function planAndClaim(
     membership,
     assigned,
     unallocated,
+    pending,
+    deferred: untried.length > 0,
     added,
     renumbered,
     finder,

@@ -76,7 +76,11 @@ export function tablesView(source: MeshSource, ingresses?: BatchIngresses): Serv
   };
 }
 
-/** The services a VIP item lists, allocated or not. */
+/** The services a VIP item lists: allocated, unallocated, or still pending an address. */
 export function listedServices(item: VipItem): string[] {
-  return [...Object.keys(item.vips), ...Object.keys(item.unallocated ?? {})];
+  return [
+    ...Object.keys(item.vips),
+    ...Object.keys(item.unallocated ?? {}),
+    ...(item.pending ?? []),
+  ];
 }

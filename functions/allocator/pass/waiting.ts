@@ -2,9 +2,9 @@ import type { VipItem } from "../../domain/types.ts";
 import type { ItemRevision } from "../../store/ports.ts";
 import type { ReconcileDeps } from "./deps.ts";
 
-/** Whether the item lists services left without an address. */
+/** Whether the item lists services left without an address (unallocated, or still pending). */
 export function waiting(item: VipItem | undefined): boolean {
-  return Object.keys(item?.unallocated ?? {}).length > 0;
+  return Object.keys(item?.unallocated ?? {}).length > 0 || (item?.pending ?? []).length > 0;
 }
 
 /**

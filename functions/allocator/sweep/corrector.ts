@@ -8,6 +8,7 @@ import type {
   MembershipRequest,
   ReleaseRequest,
 } from "../../store/ports.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import { type IndexDrift, repairIndexDrift } from "../membership-index/repair.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
 import { BatchIngresses } from "../pass/batch-ingresses.ts";
@@ -96,7 +97,7 @@ export class LiveCorrector implements Corrector {
 
   constructor(
     private readonly ports: SweepPorts,
-    private readonly settings: SweepSettings,
+    private readonly settings: SweepSettings & { readonly budget?: PassBudget },
   ) {
     this.invocation = createInvocation(ports, settings);
   }

@@ -7,7 +7,10 @@ import { type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
 import { type Corrector, DryCorrector, LiveCorrector } from "./corrector.ts";
 import type { Repair, SweepOptions, SweepPorts, SweepSettings } from "./types.ts";
 
-/** Time kept back from the deadline to save the position. */
+/**
+ * Time kept back from the deadline to save the position: 5 s, or a fifth of a shorter
+ * invocation's time (at least half a second).
+ */
 const SAFETY_MS = 5_000;
 /** Time kept back, besides the grace, for the second looks of the pending meshes. */
 const SECOND_LOOK_MS = 5_000;
@@ -67,6 +70,15 @@ export class SweepRun {
   private lagNote:
     | { readonly at: number; readonly note: Promise<StreamLagNote | undefined> }
     | undefined;
+  /**
+   * This invocation has taken a step (a page, or an item of one): out of time, it stops; a
+   * first step is always taken, so a chain of short invocations always advances.
+   */
+  progressed = false;
+  private readonly safetyMs: number;
+  /** The longest step of this invocation so far, and when the one under way started. */
+  private longestStepMs = 0;
+  private stepAt: number | undefined;
 
   constructor(
     readonly ports: SweepPorts,
@@ -80,10 +92,15 @@ export class SweepRun {
     this.strong = settings.detection === "strong";
     this.graceMs = dry || options.backfill === true ? 0 : Math.max(0, options.graceMs ?? 0);
     this.useIndex = (settings.serviceSet ?? "index") === "index";
+    const total = options.deadline === undefined ? undefined : options.deadline - settings.now();
+    this.safetyMs = total === undefined ? SAFETY_MS : Math.min(SAFETY_MS, Math.max(500, total / 5));
     this.detected = new BatchIngresses(ports.source, this.strong);
     this.corrector = dry
       ? new DryCorrector(ports, settings.pool)
-      : new LiveCorrector(ports, settings);
+      : new LiveCorrector(ports, {
+          ...settings,
+          ...(options.budget !== undefined ? { budget: options.budget } : {}),
+        });
     this.state = {
       cycle: settings.newId(),
       startedAt: settings.now(),
@@ -159,9 +176,33 @@ export class SweepRun {
     return note.at >= firstLookAt - ITERATOR_AGE_TOLERANCE_SECONDS * 1000 ? note : undefined;
   }
 
+  /**
+   * Whether a new step would not fit: the deadline less the safety, `reserveMs`, and half as
+   * much again as the longest step so far. No new step either once the passes' budget is spent:
+   * a step started then (a mesh's pass) would only have the time the budget keeps back for
+   * finishing (decision 160).
+   */
   outOfTime(reserveMs = 0): boolean {
     const deadline = this.options.deadline;
-    return deadline !== undefined && this.settings.now() > deadline - SAFETY_MS - reserveMs;
+    if (deadline === undefined || !this.progressed) return false;
+    if (this.options.budget?.expired() === true) return true;
+    const margin = Math.max(this.safetyMs, this.longestStepMs * 1.5);
+    return this.settings.now() > deadline - margin - reserveMs;
+  }
+
+  /** A step (an index page, or one item of a page) starts; the one before ends. */
+  startStep(): void {
+    this.endStep();
+    this.stepAt = this.settings.now();
+    this.progressed = true;
+  }
+
+  /** The step under way, if any, ends: its duration counts towards the margin. */
+  endStep(): void {
+    if (this.stepAt !== undefined) {
+      this.longestStepMs = Math.max(this.longestStepMs, this.settings.now() - this.stepAt);
+    }
+    this.stepAt = undefined;
   }
 
   /** Whether a first look comes before corrections (a stored, scheduled cycle; not a backfill). */

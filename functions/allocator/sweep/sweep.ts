@@ -47,6 +47,11 @@ class Cycle {
     if (sweep.stored) {
       const saved = await sweep.ports.claims.getSweepState();
       this.storedVersion = saved?.version;
+      // A continuation goes on with the cycle it was sent for; one that ended meanwhile (or that
+      // another invocation finished) leaves nothing to do.
+      if (sweep.options.resumeOnly === true && (saved === undefined || saved.phase === "done")) {
+        return { cycle: saved?.cycle ?? "", finished: true, meshes: 0, repairs: [] };
+      }
       // A backfill starts a cycle of its own, unless one is under way (an invocation that ran
       // out of time, or the same backfill delivered again): it goes on from its position.
       const backfillUnderway =
@@ -107,6 +112,7 @@ class Cycle {
       ...(this.sweep.indexRecordsWritten > 0
         ? { indexRecordsWritten: this.sweep.indexRecordsWritten }
         : {}),
+      ...(this.sweep.state.backfill === true ? { backfill: true as const } : {}),
     };
   }
 
@@ -141,6 +147,7 @@ class Cycle {
       return false;
     }
     if (sweep.pending.length >= MAX_PENDING) await secondLooks(sweep, this.audit);
+    sweep.startStep();
     return true;
   }
 
@@ -153,6 +160,7 @@ class Cycle {
    */
   private async indexPage(): Promise<boolean> {
     const { sweep } = this;
+    sweep.startStep();
     const page = await sweep.ports.source.dataplanePage(sweep.state.after, sweep.pageSize);
     for (const issue of page.issues) sweep.ports.telemetry.badInput(issue);
     sweep.indexRecordsWritten += await reconcileDataplanes(
@@ -163,6 +171,7 @@ class Cycle {
     sweep.advance(
       page.next === undefined ? { phase: "meshes", after: undefined } : { after: page.next },
     );
+    sweep.endStep();
     return true;
   }
 
@@ -178,6 +187,7 @@ class Cycle {
       sweep.examined++;
       sweep.advance({ after: mesh, meshes: sweep.state.meshes + 1 });
     }
+    sweep.endStep();
     // Before the position moves past the page: every mesh of it has had its last look.
     await secondLooks(sweep, this.audit);
     await passWokenMeshes(sweep);
@@ -195,6 +205,7 @@ class Cycle {
       await sweepItem(sweep, mesh);
       sweep.advance({ after: mesh });
     }
+    sweep.endStep();
     await secondLooks(sweep, this.audit);
     // A removed item's services may have freed addresses (no quarantine) for waiting meshes.
     await passWokenMeshes(sweep);
@@ -222,6 +233,7 @@ class Cycle {
       }
       sweep.advance({ after: item.key });
     }
+    sweep.endStep();
     await secondLooks(sweep, audit);
     if (page.next !== undefined) sweep.advance({ after: page.next });
     else {

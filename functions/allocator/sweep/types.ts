@@ -1,5 +1,6 @@
 import type { VipPool } from "../../domain/pool.ts";
 import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../../store/ports.ts";
+import type { PassBudget } from "../continuation/budget.ts";
 import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import type { Telemetry } from "../telemetry.ts";
 
@@ -75,6 +76,10 @@ export interface SweepOptions {
   readonly meshes?: readonly string[];
   /** Keep the position in the claims table, to continue in the next invocation (Lambda). */
   readonly stored?: boolean;
+  /** Only go on with a stored cycle under way (a continuation); none: do nothing. */
+  readonly resumeOnly?: boolean;
+  /** The invocation's time for its passes' claims; what they defer is collected in it. */
+  readonly budget?: PassBudget;
   /** Start a new cycle even if the stored one is unfinished. */
   readonly restart?: boolean;
   /** A new cycle after a deployment onto existing tables: its corrections are expected. */
@@ -107,4 +112,6 @@ export interface SweepResult {
   readonly repairs: readonly Repair[];
   /** A backfill's index phase: dataplane records this call wrote. */
   readonly indexRecordsWritten?: number;
+  /** The cycle is a backfill's (its continuation does not wait for the schedule). */
+  readonly backfill?: true;
 }

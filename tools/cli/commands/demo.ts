@@ -8,8 +8,10 @@ import {
   type LocalEmulator,
   startEmulator,
 } from "../../local/emulator.ts";
+import type { LocalFunction } from "../../local/local-function.ts";
 import type { BatchInfo, DrainReport, StreamPoller } from "../../local/poller.ts";
 import {
+  allocatorFunction,
   allocatorPoller,
   CliContext,
   IN_CLONE,
@@ -102,6 +104,8 @@ export async function demoCommand(options: {
   json: boolean;
   once: boolean;
   out: Output;
+  /** The function's timeout, emulated (`--function-timeout`); unset: none. */
+  functionTimeout?: number | undefined;
 }): Promise<ExitCode> {
   const { out } = options;
   let emulator: LocalEmulator | undefined;
@@ -120,6 +124,7 @@ export async function demoCommand(options: {
   const config = loadConfig(options.env);
   const ctx = new CliContext(endpoint, options.env, options.json, out);
   let poller: StreamPoller | undefined;
+  let fn: LocalFunction | undefined;
   let dns: Awaited<ReturnType<typeof startDnsResponder>> | undefined;
   let watcher: VipWatcher | undefined;
   let stopFollowing = () => {};
@@ -156,15 +161,22 @@ export async function demoCommand(options: {
       out,
       data.meshes.length + data.dataplanes.length + seededExternal.length,
     );
-    poller = allocatorPoller(ctx, config, {
-      endpoint,
-      // An emulator started here is new each time; a given endpoint keeps its checkpoints.
-      checkpointFile: emulator === undefined ? ctx.checkpointFile : undefined,
-      onBatch: (info) => onBatch(info),
-    });
+    fn = allocatorFunction(ctx, config, options.functionTimeout);
+    poller = allocatorPoller(
+      ctx,
+      config,
+      {
+        endpoint,
+        // An emulator started here is new each time; a given endpoint keeps its checkpoints.
+        checkpointFile: emulator === undefined ? ctx.checkpointFile : undefined,
+        onBatch: (info) => onBatch(info),
+      },
+      fn,
+    );
     const report: DrainReport = await poller.drain();
+    await fn.idle();
     if (process.stderr.isTTY === true) process.stderr.write("\n");
-    out.note(describeDrain(report));
+    out.note(describeDrain(report, fn.stats));
 
     const items = await scanVipItems(ctx);
     if (options.json) {
@@ -202,6 +214,7 @@ export async function demoCommand(options: {
     await untilSignal();
     out.note("stopping ...");
     await poller.stop();
+    await fn.idle();
     return 0;
   } finally {
     stopFollowing();
