@@ -19,7 +19,7 @@ import type { MeshSource, Page, SourceRead } from "./ports.ts";
  * Bad-input issues name the configured (physical) table.
  */
 /** Segments of the Scan that finds the zone ingresses, read at once (a parallel Scan). */
-const INGRESS_SCAN_SEGMENTS = 8;
+export const INGRESS_SCAN_SEGMENTS = 8;
 
 export class DynamoMeshSource implements MeshSource {
   constructor(

@@ -14,7 +14,10 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import { isValidServiceName } from "../../functions/domain/service-set.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
-import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
+import {
+  DynamoMeshSource,
+  INGRESS_SCAN_SEGMENTS,
+} from "../../functions/store/dynamo-mesh-source.ts";
 import type { SourceRead } from "../../functions/store/ports.ts";
 import { dataplane, ingress } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
@@ -237,10 +240,14 @@ describe("regression 3 with the adapter's per-batch ingress scan", () => {
       region: "us-east-1",
       credentials: { accessKeyId: "test", secretAccessKey: "test" },
     });
-    const offered: string[][] = [[], ["b"]];
+    // The ingresses' Scan reads its segments at once; segment 0 holds the ingress, which offers
+    // nothing in the first Scan and service b in the second.
+    let scans = 0;
     const send = vi.spyOn(client, "send").mockImplementation((async (command: unknown) => {
       if (!(command instanceof ScanCommand)) throw new Error("unexpected command");
-      const services = offered.shift() ?? [];
+      if ((command.input.Segment ?? 0) !== 0) return { Items: [] };
+      scans += 1;
+      const services = scans === 1 ? [] : ["b"];
       return {
         Items: [
           marshall(
@@ -268,7 +275,8 @@ describe("regression 3 with the adapter's per-batch ingress scan", () => {
 
     // Assert
     expect([first, cached, refreshed]).toEqual([0, 0, 1]);
-    expect(send).toHaveBeenCalledTimes(2);
+    expect(scans).toBe(2);
+    expect(send).toHaveBeenCalledTimes(2 * INGRESS_SCAN_SEGMENTS);
   });
 });
 
