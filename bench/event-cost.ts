@@ -1,6 +1,6 @@
 /**
  * What one dataplane event costs, incremental (the membership index) against the full
- * recompute (`SERVICE_SET=tables`), on the local engine (VIPS_EMULATOR) with the real handler and adapters.
+ * recompute (the batch step without the index: every touched mesh passed over the tables), on the local engine (VIPS_EMULATOR) with the real handler and adapters.
  *
  * For each size N: one mesh of N dataplanes (10 per service) plus four meshes of 10. The tables
  * and the index are written directly (bench/seed-tables.ts) and every mesh gets its item from a
@@ -16,8 +16,10 @@
 
 import { loadavg } from "node:os";
 import { DeleteTableCommand, DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
-import type { DynamoDBRecord } from "aws-lambda";
-import { loadConfig } from "../functions/allocator/config.ts";
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
+import { processBatch } from "../functions/allocator/batch/process-batch.ts";
+import { type AllocatorConfig, loadConfig } from "../functions/allocator/config.ts";
+import { createRuntime } from "../functions/allocator/runtime.ts";
 import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
@@ -109,7 +111,6 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   const env = {
     ...prefixedTableEnv(prefix),
     DYNAMODB_ENDPOINT: emulator.endpoint,
-    SERVICE_SET: mode,
   };
   const config = loadConfig(env);
   const tables = config.tables;
@@ -133,7 +134,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
     { index: mode === "index" },
   );
   const setupStart = performance.now();
-  const setup = createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() });
+  const setup = handlerFor(mode, config, raw);
   await deliverAll(
     setup,
     meshes.map((mesh) => meshRecord(tables.meshes, mesh)),
@@ -162,7 +163,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   // Timed, unmetered (the meter's own side reads would count as wall time); the control
   // plane's writes are timed out.
   const timed = mix(tables.dataplanes, n, count, `${run}a`, 0);
-  const plain = createStreamHandler(config, { client: raw, telemetry: new InMemoryTelemetry() });
+  const plain = handlerFor(mode, config, raw);
   let wallMs = 0;
   await deliver(async (event) => {
     const start = performance.now();
@@ -177,10 +178,7 @@ async function measure(n: number, mode: Mode, delivery: Delivery): Promise<Row> 
   const metered = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
   const meter = new CostMeter(raw);
   meter.install(metered);
-  const handler = createStreamHandler(config, {
-    client: metered,
-    telemetry: new InMemoryTelemetry(),
-  });
+  const handler = handlerFor(mode, config, metered);
   const events = mix(tables.dataplanes, n, count, `${run}b`, Math.ceil(count / 4));
   // Each kind delivered and metered on its own (in the mix's order within the kind).
   const kinds: KindCost[] = [];
@@ -326,4 +324,22 @@ async function checkInvariants(
   });
   if (violations.length > 0)
     throw new Error(`invariants broken: ${violations.slice(0, 5).join("; ")}`);
+}
+
+/**
+ * The function's handler (the index), or the alternative it replaced: the batch step without
+ * the index, so every touched mesh is passed over the tables (the full recompute; no longer a
+ * setting of the function, decision 154).
+ */
+function handlerFor(
+  mode: Mode,
+  config: AllocatorConfig,
+  client: DynamoDBClient,
+): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
+  const telemetry = new InMemoryTelemetry();
+  if (mode === "index") return createStreamHandler(config, { client, telemetry });
+  const runtime = createRuntime(config, { client });
+  const { index: _index, ...ports } = runtime.ports;
+  const settings = { ...runtime.settings, tables: config.tables, concurrency: 4 };
+  return (event) => processBatch(event, { ...ports, telemetry }, settings);
 }

@@ -218,6 +218,7 @@ export class VipAllocatorMonitoring extends Construct {
         right: [
           sum(METRIC.indexWrites).with({ label: "index records written" }),
           sum(METRIC.passesSkipped).with({ label: "passes skipped (no presence changed)" }),
+          sum(METRIC.passesContinued).with({ label: "passes continued (out of time)" }),
         ],
       }),
       new GraphWidget({

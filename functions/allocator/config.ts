@@ -9,7 +9,6 @@ export const SETTINGS = {
   quarantineSeconds: { envVar: "VIP_QUARANTINE_SECONDS", default: "3600" },
   endpoint: { envVar: "DYNAMODB_ENDPOINT" },
   maxWriteAttempts: { envVar: "VIP_MAX_WRITE_ATTEMPTS", default: "6" },
-  serviceSet: { envVar: "SERVICE_SET", default: "index" },
   /** The repair sweep's second look at drift (decision 071); the construct derives it. */
   sweepGraceSeconds: { envVar: "SWEEP_GRACE_SECONDS", default: String(inFlightGraceSeconds()) },
 } as const;
@@ -22,11 +21,6 @@ export interface AllocatorConfig {
   readonly endpoint: string | undefined;
   /** Read -> compute -> conditional write attempts per mesh before giving up. */
   readonly maxWriteAttempts: number;
-  /**
-   * `index`: mesh passes read the membership index, an event costs what it changed;
-   * `tables`: the full recompute from the dataplanes table (the index is not kept).
-   */
-  readonly serviceSet: "index" | "tables";
   /**
    * The scheduled sweep looks again, after this long, at drift it found before it corrects and
    * counts it: drift the event path corrects meanwhile was in flight, not a fault. 0: at once.
@@ -76,14 +70,6 @@ export function loadConfig(env: Env = process.env): AllocatorConfig {
   if (endpoint !== undefined && !/^https?:\/\/[^\s]+$/.test(endpoint)) {
     throw new InvalidConfigError(SETTINGS.endpoint.envVar, endpoint, "expected an http(s) URL");
   }
-  const serviceSetText = env[SETTINGS.serviceSet.envVar]?.trim() || SETTINGS.serviceSet.default;
-  if (serviceSetText !== "index" && serviceSetText !== "tables") {
-    throw new InvalidConfigError(
-      SETTINGS.serviceSet.envVar,
-      serviceSetText,
-      'expected "index" or "tables"',
-    );
-  }
   const sweepGraceSeconds = readInteger(
     env,
     SETTINGS.sweepGraceSeconds.envVar,
@@ -97,7 +83,6 @@ export function loadConfig(env: Env = process.env): AllocatorConfig {
     tables: resolveTableNames(env),
     endpoint,
     maxWriteAttempts,
-    serviceSet: serviceSetText,
     sweepGraceSeconds,
   };
 }

@@ -7,7 +7,6 @@ import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
 import type { AllocatorConfig } from "./config.ts";
 import type { PassSettings } from "./pass/deps.ts";
-import type { ServiceSetMode } from "./pass/service-set-view.ts";
 
 /**
  * The composition root: everything the allocator runs on, built from the configuration in one
@@ -19,7 +18,7 @@ export interface Runtime {
   /** The input tables and the allocator's own tables, over the one client (all stateless). */
   readonly ports: DynamoPorts;
   /** What every mesh pass needs from the configuration and the runtime. */
-  readonly settings: PassSettings & { readonly serviceSet: ServiceSetMode };
+  readonly settings: PassSettings;
 }
 
 export interface DynamoPorts {
@@ -71,7 +70,6 @@ function passSettings(
     pool: config.pool,
     quarantineSeconds: config.quarantineSeconds,
     maxAttempts: config.maxWriteAttempts,
-    serviceSet: config.serviceSet,
     now,
     newId: randomUUID,
     sleep,

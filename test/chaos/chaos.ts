@@ -556,7 +556,7 @@ export async function runChaos(
     redeliveryChanges.push(...(await redeliverAll("before the sweep")));
   }
 
-  const settings = { ...world.settings(), serviceSet: "index" as const };
+  const settings = { ...world.settings() };
   const ports = world.ports();
   // Without the sweep (`--no-sweep`), the checks show what the event path alone leaves wrong.
   const first = options.sweep === false ? { repairs: [] } : await sweep(ports, settings);

@@ -298,10 +298,7 @@ describe("the event path without the sweep on the local engine, round 2", () => 
     );
     const runtime = createRuntime(w.config, { client });
     await expect(
-      sweep(
-        { ...runtime.ports, telemetry: new InMemoryTelemetry() },
-        { ...runtime.settings, serviceSet: "index" },
-      ),
+      sweep({ ...runtime.ports, telemetry: new InMemoryTelemetry() }, { ...runtime.settings }),
     ).rejects.toThrow(/allowed throughput/);
     client.destroy();
     const index = dynamoPorts(w.config, w.client).index;

@@ -22,7 +22,7 @@ export async function deliver(world: World, records: DynamoDBRecord[], source?: 
   return await processBatch(
     { Records: records },
     { ...ports, ...(source !== undefined ? { source } : {}) },
-    { ...world.batchSettings(), tables: TABLES, concurrency: 4, serviceSet: "index" },
+    { ...world.batchSettings(), tables: TABLES, concurrency: 4 },
   );
 }
 

@@ -26,7 +26,6 @@ describe("loadConfig", () => {
       claims: "vip-claims",
       index: "vip-index",
     });
-    expect(config.serviceSet).toBe("index");
     expect(config.endpoint).toBeUndefined();
     expect(config.maxWriteAttempts).toBeGreaterThanOrEqual(1);
   });
@@ -41,7 +40,6 @@ describe("loadConfig", () => {
       VIPS_TABLE: "v",
       CLAIMS_TABLE: "c",
       VIP_INDEX_TABLE: "i",
-      SERVICE_SET: "tables",
       DYNAMODB_ENDPOINT: "http://127.0.0.1:5000",
       VIP_MAX_WRITE_ATTEMPTS: "9",
     };
@@ -59,7 +57,6 @@ describe("loadConfig", () => {
       claims: "c",
       index: "i",
     });
-    expect(config.serviceSet).toBe("tables");
     expect(config.endpoint).toBe("http://127.0.0.1:5000");
     expect(config.maxWriteAttempts).toBe(9);
   });

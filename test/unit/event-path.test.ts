@@ -141,7 +141,7 @@ describe("the event path without the sweep", () => {
     };
     await sweep(
       { ...world.batchPorts(), index: world.index, source },
-      { ...world.batchSettings(), serviceSet: "index" },
+      { ...world.batchSettings() },
     );
 
     // Assert

@@ -5,6 +5,7 @@
  */
 
 import { describe, expect, it } from "vitest";
+import { decidePasses } from "../../functions/allocator/batch/plan-passes.ts";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
@@ -23,7 +24,7 @@ function run(world: World) {
       index: world.index,
       telemetry: world.telemetry,
     },
-    { ...world.batchSettings(), serviceSet: "index" },
+    { ...world.batchSettings() },
   );
 }
 
@@ -67,6 +68,7 @@ describe("the repair sweep with external services", () => {
         },
       ],
       world.index,
+      decidePasses,
     );
     await run(world);
     expect(world.vips("default")?.[hostEntry("api.example.com")]).toBeDefined();

@@ -136,7 +136,6 @@ describe("a batch whose budget runs out", () => {
       ...world.batchSettings(),
       tables: TABLES,
       concurrency: 4,
-      serviceSet: "index",
       budget,
       handover,
     });
@@ -167,7 +166,6 @@ describe("a batch whose budget runs out", () => {
       ...world.batchSettings(),
       tables: TABLES,
       concurrency: 4,
-      serviceSet: "index",
       budget: spent(world),
       handover,
     });

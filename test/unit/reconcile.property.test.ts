@@ -900,10 +900,7 @@ describe("incremental passes (membership index) against the full recompute", () 
           await assertIndexMatchesRebuild(world);
           assertInvariants(world);
           // A pass that died before its item write leaves its memberships to the sweep.
-          await sweep(
-            { ...world.batchPorts(), index: world.index },
-            { ...world.batchSettings(), serviceSet: "index" },
-          );
+          await sweep({ ...world.batchPorts(), index: world.index }, { ...world.batchSettings() });
           assertNoLeaks(world);
           await assertIdempotent(world);
         },

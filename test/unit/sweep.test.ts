@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { decidePasses } from "../../functions/allocator/batch/plan-passes.ts";
 import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
 import { indexView } from "../../functions/allocator/membership-index/view.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
@@ -46,7 +47,7 @@ function portsOf(world: World) {
 }
 
 function run(world: World, options: SweepOptions = {}) {
-  return sweep(portsOf(world), { ...world.batchSettings(), serviceSet: "index" }, options);
+  return sweep(portsOf(world), { ...world.batchSettings() }, options);
 }
 
 function violations(world: World): string[] {
@@ -254,7 +255,7 @@ describe("the repair sweep", () => {
       world.advance(1);
       return world.nowMs;
     };
-    const settings = { ...world.batchSettings(), serviceSet: "index" as const, now: ticking };
+    const settings = { ...world.batchSettings(), now: ticking };
     const ports = portsOf(world);
 
     // Act
@@ -284,7 +285,7 @@ describe("the repair sweep", () => {
     // Arrange
     const { world } = crashableWorld();
     seed(world);
-    const settings = { ...world.batchSettings(), serviceSet: "index" as const };
+    const settings = { ...world.batchSettings() };
     let tick = 0;
     const slow = { ...settings, now: () => world.nowMs + 1_000 * tick++ };
 
@@ -316,7 +317,7 @@ describe("the repair sweep", () => {
     const { world } = crashableWorld();
     seed(world);
     const ports = portsOf(world);
-    const settings = { ...world.batchSettings(), serviceSet: "index" as const };
+    const settings = { ...world.batchSettings() };
 
     // Act
     const [a, b] = await Promise.all([
@@ -336,6 +337,7 @@ async function putDataplane(world: World, item: ReturnType<typeof dataplane>, se
   await updateIndex(
     [{ ...readImages(item, undefined, item), sequence: sequence.padStart(40, "0") }],
     world.index,
+    decidePasses,
   );
 }
 
@@ -350,5 +352,6 @@ async function deleteDataplane(
   await updateIndex(
     [{ ...readImages({ mesh, name }, undefined, undefined), sequence: sequence.padStart(40, "0") }],
     world.index,
+    decidePasses,
   );
 }

@@ -58,7 +58,7 @@ export const HELP = [
   ...GLOBAL_OPTIONS.map((line) => `  ${line}`),
   "",
   "settings (environment): MESHES_TABLE, DATAPLANES_TABLE, EXTERNAL_SERVICES_TABLE, VIPS_TABLE,",
-  "  CLAIMS_TABLE, VIP_INDEX_TABLE, SERVICE_SET (index, or tables: the full recompute), VIP_CIDR,",
+  "  CLAIMS_TABLE, VIP_INDEX_TABLE, VIP_CIDR,",
   "  VIP_QUARANTINE_SECONDS, AWS_REGION, AWS_PROFILE; local state (checkpoints, failures) in",
   "  $VIPS_LOCAL_DIR (default: .local/ in a clone, ~/.local/state/serverless-vip-allocator)",
   "exit codes: 0 ok, 1 failed, 2 bad usage, bad setting, unreachable or non-DynamoDB endpoint",

@@ -1,5 +1,4 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
-import { dataplaneId } from "../../domain/contributions.ts";
 import { isAllocatorError } from "../../domain/errors.ts";
 import { inPool } from "../../domain/in-pool.ts";
 import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
@@ -7,27 +6,24 @@ import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records
 import type { TableNames } from "../../store/table-definitions.ts";
 import type { PassBudget } from "../continuation/budget.ts";
 import { continueDeferred, type Handover, notHandedOver } from "../continuation/handover.ts";
-import { type DataplaneChange, updateIndex } from "../membership-index/update.ts";
-import { indexView } from "../membership-index/view.ts";
+import type { DataplaneChange } from "../membership-index/update.ts";
 import type { PassPorts, PassSettings } from "../pass/deps.ts";
 import { createInvocation } from "../pass/invocation.ts";
 import type { MeshOutcome } from "../pass/outcome.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
 import { METRIC } from "../telemetry-names.ts";
-import { guardPasses, recordRanges } from "./pass-guard.ts";
+import { addSequence, type PassPlan, planPasses, recordRanges } from "./plan-passes.ts";
 
 /** The stores one batch works on (the batch reads the ingresses once, for all its passes). */
 export interface BatchPorts extends PassPorts {
-  /** The membership index; required when the service sets come from it. */
+  /** The membership index; without it every touched mesh is passed over the tables (the
+   * full recompute: the tests' and the benches' oracle, never the function's wiring). */
   readonly index?: MembershipIndex;
 }
 
 export interface BatchSettings extends PassSettings {
   readonly tables: TableNames;
-  /** @default "index" when the ports include an index, else "tables" */
-  readonly serviceSet?: ServiceSetMode;
   /** Meshes reconciled at once within one invocation. */
   readonly concurrency: number;
   /** Called with each mesh's outcome (the local CLI prints them). */
@@ -91,73 +87,31 @@ export async function processBatch(
     await settings.noteLag?.(lagMs);
   }
 
-  const mode = settings.serviceSet ?? (ports.index !== undefined ? "index" : "tables");
-  const index = mode === "index" ? ports.index : undefined;
-  if (mode === "index" && index === undefined) {
-    throw new Error("serviceSet 'index' needs the index port");
+  let plan: PassPlan;
+  try {
+    plan = await planPasses({ byMesh, changes, meshRecords }, ports, settings.pool.cidr);
+  } catch (error) {
+    // Nothing is lost: the records are delivered again from the first one.
+    telemetry.metric(METRIC.meshFailures, "Count", 1);
+    telemetry.error("planning the batch's passes failed; the batch is reported for retry", {
+      code: isAllocatorError(error) ? error.code : "UNEXPECTED",
+      error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+    });
+    const all = [...byMesh.values()].flat();
+    if (all.length === 0) return { batchItemFailures: [] };
+    return { batchItemFailures: [{ itemIdentifier: lowestOf(all) }] };
   }
-  let touched = new Map<string, Set<string>>();
-  let known = new Map<string, Set<string>>();
-  /** Index mode: the meshes whose pass is needed (decision 073); undefined: every touched one. */
-  let passes: ReadonlySet<string> | undefined;
-  let pending: readonly PendingUpdate[] = [];
-  if (index !== undefined) {
-    try {
-      const update = await updateIndex(changes, index);
-      for (const issue of update.issues) telemetry.badInput(issue);
-      if (update.written > 0) telemetry.metric(METRIC.indexWrites, "Count", update.written);
-      touched = update.touched;
-      known = update.known;
-      passes = update.passes;
-      pending = update.pending;
-      // A dataplane's earlier contributions may name meshes its images do not: those meshes'
-      // passes carry its records too, so a failure there retries them.
-      for (const change of changes) {
-        for (const mesh of update.meshesOf.get(dataplaneId(change.key)) ?? []) {
-          addSequence(byMesh, mesh, change.sequence);
-        }
-      }
-    } catch (error) {
-      // Nothing is lost: the records are delivered again from the first one.
-      telemetry.metric(METRIC.meshFailures, "Count", 1);
-      telemetry.error("membership index update failed; the batch is reported for retry", {
-        code: isAllocatorError(error) ? error.code : "UNEXPECTED",
-        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-      });
-      const all = [...byMesh.values()].flat();
-      if (all.length === 0) return { batchItemFailures: [] };
-      return { batchItemFailures: [{ itemIdentifier: lowestOf(all) }] };
-    }
-  }
-  const viewFor = (mesh: string) =>
-    index === undefined
-      ? undefined
-      : indexView(
-          index,
-          meshRecords.has(mesh) ? "all" : (touched.get(mesh) ?? new Set()),
-          known.get(mesh),
-          touched.get(mesh),
-        );
+  for (const issue of plan.issues) telemetry.badInput(issue);
+  if (plan.indexWrites > 0) telemetry.metric(METRIC.indexWrites, "Count", plan.indexWrites);
+  if (plan.skipped > 0) telemetry.metric(METRIC.passesSkipped, "Count", plan.skipped);
+  const { guard, viewFor } = plan;
+  let meshes = [...plan.meshes];
 
   // One address finder for the whole invocation: its meshes never race each other for an
   // address, and the cursor is written once.
   const invocation = createInvocation(ports, settings);
   const { deps } = invocation;
   const failedSequences: string[] = [];
-  const touchedMeshes = [...byMesh.keys()].sort();
-  const guard =
-    passes === undefined
-      ? undefined
-      : await guardPasses(ports.claims, touchedMeshes, passes, settings.pool.cidr);
-  let meshes = touchedMeshes.filter(
-    (mesh) =>
-      passes === undefined ||
-      passes.has(mesh) ||
-      meshRecords.has(mesh) ||
-      guard?.needed.has(mesh) === true,
-  );
-  const skipped = touchedMeshes.length - meshes.length;
-  if (skipped > 0) telemetry.metric(METRIC.passesSkipped, "Count", skipped);
   const completed = new Set<string>();
   const outcomes: MeshOutcome[] = [];
   const woken = new Set<string>();
@@ -207,8 +161,10 @@ export async function processBatch(
     meshes = [...wokenMeshes];
     await run();
   });
-  if (index !== undefined) await clearPending(index, pending, completed, telemetry);
-  if (index !== undefined) await recordRanges(ports.claims, outcomes, guard, telemetry);
+  if (ports.index !== undefined) {
+    await clearPending(ports.index, plan.pending, completed, telemetry);
+    await recordRanges(ports.claims, outcomes, guard, telemetry);
+  }
   try {
     await invocation.finish();
   } catch (error) {
@@ -253,12 +209,6 @@ async function clearPending(
       error: error instanceof Error ? error.message : String(error),
     });
   }
-}
-
-function addSequence(byMesh: Map<string, string[]>, mesh: string, sequence: string): void {
-  const list = byMesh.get(mesh) ?? [];
-  if (!list.includes(sequence)) list.push(sequence);
-  byMesh.set(mesh, list);
 }
 
 function lowestOf(sequences: readonly string[]): string {

@@ -1,13 +1,12 @@
 import { isAllocatorError } from "../../domain/errors.ts";
 import { inPool } from "../../domain/in-pool.ts";
 import type { MembershipIndex } from "../../store/ports.ts";
-import { recordRanges } from "../batch/pass-guard.ts";
+import { recordRanges } from "../batch/plan-passes.ts";
 import { indexView } from "../membership-index/view.ts";
 import type { PassPorts, PassSettings } from "../pass/deps.ts";
 import { createInvocation } from "../pass/invocation.ts";
 import type { MeshOutcome } from "../pass/outcome.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import { passWoken } from "../pass/waiting.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { PassBudget } from "./budget.ts";
@@ -24,7 +23,7 @@ export interface ContinuedPasses {
 
 /**
  * A continuation's passes (decision 160): each mesh an earlier invocation deferred gets an
- * ordinary pass over its whole service set (the index's, or the tables' in `tables` mode; the
+ * ordinary pass over its whole service set (the index's; the
  * records that caused the first pass are long gone), with this invocation's budget. A pass
  * that finishes records the mesh's range, as a batch's does; one that runs out of time again
  * is deferred in `budget` for the caller to hand over.
@@ -34,14 +33,12 @@ export async function continuePasses(
   ports: PassPorts & { readonly index: MembershipIndex },
   settings: PassSettings & {
     readonly budget?: PassBudget;
-    readonly serviceSet?: ServiceSetMode;
     readonly concurrency: number;
     readonly onOutcome?: (outcome: MeshOutcome) => void;
   },
 ): Promise<ContinuedPasses> {
   const { telemetry } = ports;
   const invocation = createInvocation(ports, settings);
-  const useIndex = (settings.serviceSet ?? "index") === "index";
   const finished: string[] = [];
   const outcomes: MeshOutcome[] = [];
   const failed: string[] = [];
@@ -49,8 +46,7 @@ export async function continuePasses(
   const passOne = async (mesh: string): Promise<void> => {
     if (settings.budget?.expired() === true) return settings.budget.defer(mesh);
     try {
-      const view = useIndex ? indexView(ports.index, "all") : undefined;
-      const deps = view === undefined ? invocation.deps : { ...invocation.deps, view };
+      const deps = { ...invocation.deps, view: indexView(ports.index, "all") };
       const outcome = await reconcileMesh(mesh, deps);
       for (const other of outcome.wake ?? []) woken.add(other);
       settings.onOutcome?.(outcome);

@@ -9,7 +9,31 @@ import {
 } from "../../domain/contributions.ts";
 import type { InputIssue } from "../../domain/errors.ts";
 import type { IndexWrite, MembershipIndex, PendingUpdate } from "../../store/ports.ts";
-import { decidePasses, type EntryChange } from "./pass-decision.ts";
+
+/** One dataplane's entries this batch changed in the index (decision 073). */
+export interface EntryChange {
+  /** The dataplane's id (domain/contributions.ts). */
+  readonly dataplane: string;
+  /** Pairs it contributes now and its record did not list (entries written by this batch). */
+  readonly added: readonly Contribution[];
+  /** Pairs whose entries this batch removed. */
+  readonly removed: readonly Contribution[];
+  /**
+   * Of `removed`, the pairs the dataplane's record did not list: entries an earlier attempt
+   * may have written and died before recording (decision 110). Each needs a pass whatever the
+   * read finds.
+   */
+  readonly unrecorded?: readonly Contribution[];
+}
+
+export interface PassDecision {
+  /** Meshes a presence may have changed in: their pass must run. */
+  readonly meshes: Set<string>;
+  /** The pairs whose presence may have changed: what those passes must look at. */
+  readonly pairs: Contribution[];
+  /** Pairs found present (a first contributor exists) by the decision's read. */
+  readonly present: Contribution[];
+}
 
 /** A dataplane stream record, as the index needs it: its images as the decoder read them. */
 export interface DataplaneChange extends DataplaneImages {
@@ -29,11 +53,12 @@ export interface IndexUpdate {
   readonly issues: readonly InputIssue[];
   /** Dataplane records written (their entries changed). */
   readonly written: number;
-  /**
-   * Meshes whose pass this batch must run (decision 073): a presence may have changed in them,
-   * or a record carries their pass as pending. A mesh touched otherwise needs no pass.
-   */
-  readonly passes: Set<string>;
+  /** Meshes the decision (`decide`) found a presence may have changed in. */
+  readonly decided: Set<string>;
+  /** Meshes of pairs a dataplane's record carries as pending (an earlier delivery's pass). */
+  readonly carried: Set<string>;
+  /** Meshes of dataplanes whose record this batch could not write (their pending pairs too). */
+  readonly unrecorded: Set<string>;
   /** Records carrying pending pairs: after the passes, the completed meshes' pairs go. */
   readonly pending: readonly PendingUpdate[];
 }
@@ -48,7 +73,7 @@ export interface IndexUpdate {
  *
  * Every service the dataplane contributed before, contributes now, or its images name is
  * returned as touched, whether or not the index changed. Which meshes need a pass at all is
- * decided after the entries are written ({@link decidePasses}, decision 073); the records
+ * decided after the entries are written (`decide`: batch/plan-passes.ts, decision 073); the records
  * carry the pairs whose pass is pending until it completes, so after a crash between the index
  * write and the mesh pass the redelivered record, finding the index up to date, still brings
  * them to the pass.
@@ -56,6 +81,7 @@ export interface IndexUpdate {
 export async function updateIndex(
   changes: readonly DataplaneChange[],
   index: MembershipIndex,
+  decide: (index: MembershipIndex, changes: readonly EntryChange[]) => Promise<PassDecision>,
 ): Promise<IndexUpdate> {
   const latest = new Map<string, DataplaneChange>();
   /** Per dataplane: what its other images in the batch contribute (old, and superseded new). */
@@ -92,7 +118,9 @@ export async function updateIndex(
       known: new Map(),
       issues,
       written: 0,
-      passes: new Set(),
+      decided: new Set(),
+      carried: new Set(),
+      unrecorded: new Set(),
       pending: [],
     };
   }
@@ -109,8 +137,9 @@ export async function updateIndex(
   const knownPairs: Contribution[] = [];
   const writes: IndexWrite[] = [];
   const entryChanges: EntryChange[] = [];
-  /** Meshes to pass whatever the decision reads: pending since an earlier delivery. */
-  const passes = new Set<string>();
+  const decided = new Set<string>();
+  const carriedMeshes = new Set<string>();
+  const unrecorded = new Set<string>();
   /** Records carrying pending pairs that this batch does not rewrite. */
   const pending: PendingUpdate[] = [];
   for (const [id, change] of latest) {
@@ -123,7 +152,7 @@ export async function updateIndex(
     allPairs.set(id, pairs);
     touchedPairs.push(...carried);
     meshesOf.set(id, new Set(pairs.map((pair) => pair.mesh)));
-    for (const pair of carried) passes.add(pair.mesh);
+    for (const pair of carried) carriedMeshes.add(pair.mesh);
     const sequence = paddedSequence(change.sequence);
     const unchanged = () => {
       if (before !== undefined && carried.length > 0) {
@@ -180,8 +209,8 @@ export async function updateIndex(
   // list them (the redelivered record writes and decides again) or one whose pending pairs
   // bring the redelivered record to the pass.
   await index.write(writes.map(({ key, add, remove }) => ({ key, add, remove })));
-  const decision = await decidePasses(index, entryChanges);
-  for (const mesh of decision.meshes) passes.add(mesh);
+  const decision = await decide(index, entryChanges);
+  for (const mesh of decision.meshes) decided.add(mesh);
   touchedPairs.push(...decision.pairs);
   knownPairs.push(...decision.present);
   const triggering = new Set(decision.pairs.map(pairKey));
@@ -201,7 +230,7 @@ export async function updateIndex(
       if (lost.has(id) || record === undefined) {
         // Its pending pairs were not recorded: this invocation passes its meshes anyway (a
         // crash before they complete is left to the sweep, decision 073).
-        for (const mesh of meshesOf.get(id) ?? []) passes.add(mesh);
+        for (const mesh of meshesOf.get(id) ?? []) unrecorded.add(mesh);
         touchedPairs.push(...(allPairs.get(id) ?? []));
         continue;
       }
@@ -226,7 +255,9 @@ export async function updateIndex(
       meshesOf,
       known: servicesByMesh(knownPairs),
       issues,
-      passes,
+      decided,
+      carried: carriedMeshes,
+      unrecorded,
       pending,
     };
   }

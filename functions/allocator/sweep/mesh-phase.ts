@@ -21,7 +21,7 @@ import type { Repair } from "./types.ts";
  * pass at once, and whatever that pass still changes appeared after the look (in flight).
  */
 export async function sweepMesh(run: SweepRun, mesh: string): Promise<Repair[] | undefined> {
-  if (!run.deferring() || !run.useIndex) return await correctMesh(run, mesh, false);
+  if (!run.deferring()) return await correctMesh(run, mesh, false);
   const look = await firstLook(run, mesh);
   if (look !== undefined) {
     run.pending.push({ ...look, phase: "meshes", name: mesh, at: run.settings.now() });
@@ -103,7 +103,7 @@ export async function secondLookMesh(run: SweepRun, first: Pending): Promise<Rep
       (item?.version ?? null) !== first.item.version ||
       (item?.incarnation ?? null) !== first.item.incarnation;
   }
-  await run.recording(inFlight, () => passMesh(run, mesh, true));
+  await run.recording(inFlight, () => passMesh(run, mesh));
   return run.repairs.slice(before);
 }
 
@@ -113,14 +113,14 @@ export async function secondLookMesh(run: SweepRun, first: Pending): Promise<Rep
  */
 async function correctMesh(run: SweepRun, mesh: string, afterCleanLook: boolean) {
   return await run.recording(afterCleanLook, async () => {
-    if (run.useIndex && !afterCleanLook) await sweepIndex(run, mesh);
-    await passMesh(run, mesh, run.useIndex);
+    if (!afterCleanLook) await sweepIndex(run, mesh);
+    await passMesh(run, mesh);
   });
 }
 
 /** The mesh's pass over its whole service set (dry: what it would change). */
-async function passMesh(run: SweepRun, mesh: string, useIndex: boolean): Promise<void> {
-  const { repairs, wake } = await run.corrector.passMesh(mesh, run.wholeView(useIndex));
+async function passMesh(run: SweepRun, mesh: string): Promise<void> {
+  const { repairs, wake } = await run.corrector.passMesh(mesh, run.wholeView());
   for (const repair of repairs) run.record(repair);
   for (const other of wake) run.woken.add(other);
 }
@@ -151,8 +151,7 @@ export async function passWokenMeshes(run: SweepRun, finder?: AddressFinder): Pr
   await passWoken(run.woken, async (meshes) => {
     for (const mesh of meshes) {
       if (!run.covers(mesh)) continue;
-      const view = run.useIndex ? indexView(run.ports.index, "all") : undefined;
-      const { repairs, wake } = await run.corrector.passWoken(mesh, view, finder);
+      const { repairs, wake } = await run.corrector.passWoken(mesh, run.wholeView(), finder);
       for (const repair of repairs) run.record(repair);
       for (const other of wake) run.woken.add(other);
     }

@@ -3,7 +3,7 @@ import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../event-source-settings.ts";
 import type { IndexDrift } from "../membership-index/repair.ts";
 import { indexView } from "../membership-index/view.ts";
 import { BatchIngresses } from "../pass/batch-ingresses.ts";
-import { type ServiceSetView, tablesView } from "../pass/service-set-view.ts";
+import type { ServiceSetView } from "../pass/service-set-view.ts";
 import { type Corrector, DryCorrector, LiveCorrector } from "./corrector.ts";
 import type { Repair, SweepOptions, SweepPorts, SweepSettings } from "./types.ts";
 
@@ -46,8 +46,6 @@ export class SweepRun {
   readonly detected: BatchIngresses;
   /** The grace before a second look; 0: no first look, corrections at once. */
   readonly graceMs: number;
-  /** Mesh passes read service sets from the membership index (not the tables). */
-  readonly useIndex: boolean;
   readonly repairs: Repair[] = [];
   state: SweepState;
   examined = 0;
@@ -91,7 +89,6 @@ export class SweepRun {
     this.pageSize = options.pageSize ?? 100;
     this.strong = settings.detection === "strong";
     this.graceMs = dry || options.backfill === true ? 0 : Math.max(0, options.graceMs ?? 0);
-    this.useIndex = (settings.serviceSet ?? "index") === "index";
     const total = options.deadline === undefined ? undefined : options.deadline - settings.now();
     this.safetyMs = total === undefined ? SAFETY_MS : Math.min(SAFETY_MS, Math.max(500, total / 5));
     this.detected = new BatchIngresses(ports.source, this.strong);
@@ -105,7 +102,7 @@ export class SweepRun {
       cycle: settings.newId(),
       startedAt: settings.now(),
       // A backfill first derives the membership index from the dataplanes table.
-      phase: options.backfill === true && this.useIndex ? "index" : "meshes",
+      phase: options.backfill === true ? "index" : "meshes",
       after: undefined,
       meshes: 0,
       repairs: 0,
@@ -230,10 +227,8 @@ export class SweepRun {
     return { items: [...this.only].sort(), next: undefined };
   }
 
-  /** A pass's view of a mesh's whole service set: the index's, or the tables' (fresh reads). */
-  wholeView(useIndex: boolean): ServiceSetView {
-    return useIndex
-      ? indexView(this.ports.index, "all")
-      : tablesView(this.ports.source, new BatchIngresses(this.ports.source));
+  /** A pass's view of a mesh's whole service set: the index's. */
+  wholeView(): ServiceSetView {
+    return indexView(this.ports.index, "all");
   }
 }

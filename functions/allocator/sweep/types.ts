@@ -1,7 +1,6 @@
 import type { VipPool } from "../../domain/pool.ts";
 import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../../store/ports.ts";
 import type { PassBudget } from "../continuation/budget.ts";
-import type { ServiceSetMode } from "../pass/service-set-view.ts";
 import type { Telemetry } from "../telemetry.ts";
 
 /** What the sweep corrects, one kind per way the event path can have missed something. */
@@ -53,8 +52,6 @@ export interface SweepSettings {
   readonly pool: VipPool;
   readonly quarantineSeconds: number;
   readonly maxAttempts: number;
-  /** Where mesh passes get service sets (as the event path); default `index`. */
-  readonly serviceSet?: ServiceSetMode;
   /**
    * How the reads that look for something to correct are made: `eventual` (half the price of a
    * strongly consistent read; what they find is read again, strongly, before it is corrected)
