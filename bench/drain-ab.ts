@@ -10,7 +10,7 @@
  *
  *   npx tsx bench/drain-ab.ts [OLD_TREE] [DATAPLANES] [MESHES]
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, loadavg, totalmem } from "node:os";
 import { join, resolve } from "node:path";
@@ -101,7 +101,11 @@ async function drain(tree: Tree, metered: boolean): Promise<Drain> {
   // The tree's own modules and SDK: its handler on a client of its own SDK copy.
   const load = (path: string) => import(pathToFileURL(join(tree.root, path)).href);
   const { loadConfig } = await load("functions/allocator/config.ts");
-  const { createStreamHandler } = await load("functions/allocator/stream-handler.ts");
+  // The handler factories moved to handlers.ts (decision 156); older trees have stream-handler.ts.
+  const handlers = existsSync(join(tree.root, "functions/allocator/handlers.ts"))
+    ? "functions/allocator/handlers.ts"
+    : "functions/allocator/handlers.ts";
+  const { createStreamHandler } = await load(handlers);
   const sdk = createRequire(join(tree.root, "package.json"))("@aws-sdk/client-dynamodb");
   const client = new sdk.DynamoDBClient(
     clientConfig({ endpoint: emulator.endpoint }),

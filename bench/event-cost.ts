@@ -19,8 +19,8 @@ import { DeleteTableCommand, DynamoDBClient, paginateScan } from "@aws-sdk/clien
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
 import { processBatch } from "../functions/allocator/batch/process-batch.ts";
 import { type AllocatorConfig, loadConfig } from "../functions/allocator/config.ts";
+import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import { createRuntime } from "../functions/allocator/runtime.ts";
-import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";

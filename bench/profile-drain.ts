@@ -7,7 +7,7 @@
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
+import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import type { Telemetry } from "../functions/allocator/telemetry.ts";
 import { createTables } from "../functions/store/create-tables.ts";
 import { DocumentClient } from "../functions/store/document-client.ts";

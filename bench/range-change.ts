@@ -14,7 +14,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
+import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";

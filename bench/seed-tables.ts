@@ -7,7 +7,7 @@
  * records the writes produce are never read.
  */
 import { contributionsOf } from "../functions/domain/contributions.ts";
-import { inPool } from "../functions/domain/in-pool.ts";
+import { inPool } from "../functions/domain/records.ts";
 import type { PlainRecord } from "../functions/store/attribute-values.ts";
 import type { DocumentClient } from "../functions/store/document-client.ts";
 import { encodeRecord, entryKey } from "../functions/store/index-items.ts";

@@ -21,7 +21,7 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
 import { loadConfig } from "../functions/allocator/config.ts";
-import { createStreamHandler } from "../functions/allocator/stream-handler.ts";
+import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import { METRIC } from "../functions/allocator/telemetry-names.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { deriveServiceSet } from "../functions/domain/service-set.ts";

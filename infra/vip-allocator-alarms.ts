@@ -15,7 +15,7 @@ import type { Construct } from "constructs";
 import {
   EVENT_SOURCE_SETTINGS,
   ITERATOR_AGE_TOLERANCE_SECONDS,
-} from "../functions/allocator/event-source-settings.ts";
+} from "../functions/allocator/config.ts";
 import { METRIC } from "../functions/allocator/telemetry-names.ts";
 import { VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
 

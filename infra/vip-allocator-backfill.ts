@@ -7,7 +7,7 @@ import { Code, type IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup } from "aws-cdk-lib/aws-logs";
 import { TriggerFunction } from "aws-cdk-lib/triggers";
 import type { Construct, IConstruct } from "constructs";
-import { BACKFILL } from "../functions/allocator/sweep-event.ts";
+import { BACKFILL } from "../functions/allocator/config.ts";
 import {
   ALLOCATOR_ARCHITECTURE,
   ALLOCATOR_RUNTIME,

@@ -13,7 +13,7 @@ import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import type { DynamoEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/event-source-settings.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/config.ts";
 import { METRIC, SWEEP_REPAIR_DIMENSION } from "../functions/allocator/telemetry-names.ts";
 import type { VipAllocator } from "./vip-allocator.ts";
 import {

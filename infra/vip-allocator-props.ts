@@ -4,7 +4,7 @@ import type { TableEncryptionV2 } from "aws-cdk-lib/aws-dynamodb";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
-import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/event-source-settings.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../functions/allocator/config.ts";
 import { METRICS_NAMESPACE } from "../functions/allocator/telemetry-names.ts";
 
 /** An input table that already exists (deployed elsewhere), with its stream. */

@@ -4,7 +4,7 @@ import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { Schedule, ScheduleExpression, ScheduleTargetInput } from "aws-cdk-lib/aws-scheduler";
 import { LambdaInvoke } from "aws-cdk-lib/aws-scheduler-targets";
 import type { Construct } from "constructs";
-import { SCHEDULED_SWEEP } from "../functions/allocator/sweep-event.ts";
+import { SCHEDULED_SWEEP } from "../functions/allocator/config.ts";
 import { VIP_ALLOCATOR_DEFAULTS } from "./vip-allocator-props.ts";
 
 /**

@@ -10,12 +10,12 @@ import {
   TableV2,
 } from "aws-cdk-lib/aws-dynamodb";
 import type { Construct } from "constructs";
-import { parseStreamArn } from "../functions/store/stream-arn.ts";
 import {
   DATAPLANES_TABLE,
   EXTERNAL_SERVICES_TABLE,
   type KeyDefinition,
   MESHES_TABLE,
+  parseStreamArn,
   type TableDefinition,
 } from "../functions/store/table-definitions.ts";
 import type { ExistingInputTable, VipAllocatorProps } from "./vip-allocator-props.ts";

@@ -1,9 +1,8 @@
 import { Duration, RemovalPolicy, Token } from "aws-cdk-lib";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
-import { loadConfig, SETTINGS } from "../functions/allocator/config.ts";
-import { EVENT_SOURCE_SETTINGS } from "../functions/allocator/event-source-settings.ts";
+import { EVENT_SOURCE_SETTINGS, loadConfig, SETTINGS } from "../functions/allocator/config.ts";
 import { VipPool } from "../functions/domain/pool.ts";
-import { parseStreamArn } from "../functions/store/stream-arn.ts";
+import { parseStreamArn } from "../functions/store/table-definitions.ts";
 import {
   type ExistingInputTable,
   type ResolvedProps,

@@ -19,11 +19,11 @@ import type { ITopic } from "aws-cdk-lib/aws-sns";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import type { TriggerFunction } from "aws-cdk-lib/triggers";
 import { Construct } from "constructs";
-import { SETTINGS } from "../functions/allocator/config.ts";
 import {
   EVENT_SOURCE_SETTINGS,
   inFlightGraceSeconds,
-} from "../functions/allocator/event-source-settings.ts";
+  SETTINGS,
+} from "../functions/allocator/config.ts";
 import {
   CLAIMS_TABLE,
   DATAPLANES_TABLE,

@@ -1,13 +1,17 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { LambdaSelfInvoker } from "../store/lambda-self-invoker.ts";
-import { loadConfig } from "./config.ts";
-import type { InvocationContext, InvokerFor } from "./continuation/context.ts";
-import { type ContinueSummary, createContinueHandler } from "./continuation/continue-handler.ts";
-import { isContinueEvent } from "./continuation/handover.ts";
+import { isAllocatorCommand, loadConfig } from "./config.ts";
+import type { InvokerFor } from "./continuation.ts";
+import { isContinueEvent } from "./continuation.ts";
+import {
+  type ContinueSummary,
+  createContinueHandler,
+  createStreamHandler,
+  createSweepHandler,
+  type SweepSummary,
+} from "./handlers.ts";
+import type { InvocationContext } from "./pass/deps.ts";
 import { createDynamoClient } from "./runtime.ts";
-import { createStreamHandler } from "./stream-handler.ts";
-import { isAllocatorCommand } from "./sweep-event.ts";
-import { createSweepHandler, type SweepSummary } from "./sweep-handler.ts";
 
 /**
  * Lambda entry for both stream event sources, the scheduled repair sweep, the backfill

@@ -13,7 +13,7 @@ import {
   QueryCommand,
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
-import { inPool } from "../domain/in-pool.ts";
+import { inPool } from "../domain/records.ts";
 import { fromAttributeMap, type PlainRecord } from "../store/attribute-values.ts";
 import { VERSIONS_INDEX } from "../store/table-definitions.ts";
 import { readerErrorOf } from "./errors.ts";

@@ -3,9 +3,10 @@ import type { AddressClaim, ServiceClaim } from "./ports.ts";
 
 /**
  * The claims table's items (keys, decoders) and the fragments every conditional write on them
- * is built from. The writes are defined once, one module per item kind: claim-writes.ts (taking
- * an address), membership-writes.ts (memberships, release, orphaned addresses), pool-items.ts
- * (cursor and counter), waiting-item.ts, sweep-state-item.ts. Each write carries its DynamoDB form (expressions, as the adapter sends them) and the same condition and
+ * is built from. The writes are defined once: claim-writes.ts (taking an address, memberships,
+ * release, orphaned addresses, adoption) and state-items.ts (the pool's cursor and counter, the
+ * sweep's position, the range records, the waiting list). Each write carries its DynamoDB form
+ * (expressions, as the adapter sends them) and the same condition and
  * change as functions over an item (as the in-memory test double applies them), side by side,
  * so the double cannot drift from the adapter.
  *

@@ -3,16 +3,19 @@ import {
   addressKey,
   type ClaimWrite,
   copy,
+  has,
   type Item,
   mapOf,
+  membershipIn,
   membershipNames,
   membershipValue,
   NOT_LOWER,
+  ownedBy,
   RENUMBERINGS_KEY,
   serviceKey,
   setMembership,
 } from "./claim-items.ts";
-import type { ClaimRequest } from "./ports.ts";
+import type { ClaimRequest, LeaveRequest, MembershipRequest, ReleaseRequest } from "./ports.ts";
 
 /**
  * Takes `candidate` for a service: a new claim (the service has none), or a move of its claim
@@ -190,4 +193,185 @@ function addressWrites(
     },
     take,
   ];
+}
+
+/** Memberships of a service in meshes, the release of a service no mesh uses, and the sweep's removal of an orphaned address. */
+
+/**
+ * Records that `mesh` uses the service at `vip` (the claim must still hold `vip`). With
+ * `resume` (the claim was released) it also ends the quarantine, on both claims, in one
+ * transaction.
+ */
+export function membershipWrites(req: MembershipRequest): ClaimWrite[] {
+  const { service, vip, mesh, membership } = req;
+  const key = serviceKey(service);
+  const values = {
+    ":vip": vip,
+    ":mem": membershipValue(membership),
+    ":inc": membership.incarnation,
+    ":ver": membership.version,
+  };
+  const released = req.resume ? "attribute_exists(releasedAt)" : "attribute_not_exists(releasedAt)";
+  const serviceWrite: ClaimWrite = {
+    key,
+    action: "update",
+    updateExpression: req.resume
+      ? "SET #meshes.#m = :mem REMOVE releasedAt"
+      : "SET #meshes.#m = :mem",
+    conditionExpression: `vip = :vip AND ${released} AND ${NOT_LOWER.expression}`,
+    names: membershipNames(mesh),
+    values,
+    holds: (item) =>
+      item?.vip === vip &&
+      has(item, "releasedAt") === req.resume &&
+      NOT_LOWER.holds(item, mesh, membership),
+    apply: (item) => {
+      const next = copy(item, key);
+      setMembership(next, mesh, membership);
+      delete next.releasedAt;
+      return next;
+    },
+  };
+  if (!req.resume) return [serviceWrite];
+  return [serviceWrite, ownedBy(service, vip, "REMOVE releasedAt", undefined)];
+}
+
+/** Removes `mesh`'s membership if it was asserted by `incarnation` at a version up to `upToVersion`. */
+export function removeMembershipWrite(req: LeaveRequest): ClaimWrite {
+  const key = serviceKey(req.service);
+  return {
+    key,
+    action: "update",
+    updateExpression: "REMOVE #meshes.#m",
+    conditionExpression: "#meshes.#m.#i = :inc AND #meshes.#m.#v <= :ver",
+    names: membershipNames(req.mesh),
+    values: { ":inc": req.incarnation, ":ver": req.upToVersion },
+    holds: (item) => {
+      const held = membershipIn(item, req.mesh);
+      return (
+        held !== undefined && held.i === req.incarnation && (held.v as number) <= req.upToVersion
+      );
+    },
+    apply: (item) => {
+      const next = copy(item, key);
+      const meshes = mapOf(next, "meshes");
+      if (meshes !== undefined) delete meshes[req.mesh];
+      return next;
+    },
+  };
+}
+
+/**
+ * Starts the quarantine of a former address (marked `former` when the service moved away from
+ * it) of a service that no mesh uses any more: the release hint makes the finder offer it for
+ * reclaim once the quarantine is over (a reclaim that only checks the owner no longer holds
+ * it). Written before the release itself: the service is in no mesh, so no item lists it at
+ * any address.
+ */
+export function formerHintWrite(service: string, vip: string, nowMs: number): ClaimWrite {
+  const key = addressKey(vip);
+  return {
+    key,
+    action: "update",
+    updateExpression: "SET releasedAt = :now",
+    // Still former: a concurrent pass that moved the service back to it wrote a fresh claim.
+    conditionExpression: "#owner = :svc AND former = :true",
+    names: { "#owner": "owner" },
+    values: { ":svc": service, ":now": nowMs, ":true": true },
+    holds: (item) => item?.owner === service && item?.former === true,
+    apply: (item) => ({ ...copy(item, key), releasedAt: nowMs }),
+  };
+}
+
+/**
+ * Starts the quarantine of a service no mesh uses any more, on both claims; its former
+ * addresses were hinted first ({@link formerHintWrite}), so the claim forgets them.
+ */
+export function releaseWrites(req: ReleaseRequest): ClaimWrite[] {
+  const key = serviceKey(req.service);
+  return [
+    {
+      key,
+      action: "update",
+      updateExpression: "SET releasedAt = :now REMOVE former",
+      conditionExpression:
+        "size(#meshes) = :zero AND attribute_not_exists(releasedAt) AND vip = :vip",
+      names: { "#meshes": "meshes" },
+      values: { ":now": req.nowMs, ":zero": 0, ":vip": req.vip },
+      holds: (item) => {
+        const meshes = mapOf(item, "meshes");
+        return (
+          meshes !== undefined &&
+          Object.keys(meshes).length === 0 &&
+          !has(item, "releasedAt") &&
+          item?.vip === req.vip
+        );
+      },
+      apply: (item) => {
+        const next: Item = { ...copy(item, key), releasedAt: req.nowMs };
+        delete next.former;
+        return next;
+      },
+    },
+    ownedBy(req.service, req.vip, "SET releasedAt = :now", req.nowMs),
+  ];
+}
+
+/**
+ * Deletes an address claim whose owner has no service claim any more (nothing can reclaim it:
+ * a reclaim checks the owner's claim), if it is still the exact claim seen (the sweep's fix).
+ */
+export function orphanAddressWrite(vip: string, owner: string, claimId: string): ClaimWrite {
+  return {
+    key: addressKey(vip),
+    action: "delete",
+    conditionExpression: "#owner = :owner AND claimId = :claim",
+    names: { "#owner": "owner" },
+    values: { ":owner": owner, ":claim": claimId },
+    holds: (item) => item?.owner === owner && item?.claimId === claimId,
+    apply: () => undefined,
+  };
+}
+
+/**
+ * `vips adopt`'s claim: the service's claim at the VIP another allocator gave it, and the
+ * address's claim, in one transaction, each create-if-absent like a new claim on the event path
+ * (claim-writes.ts): if a pass has meanwhile claimed the service or the address, nothing is
+ * written and the adoption reports it. The items are the event path's, except that the service
+ * claim has no mesh membership yet (`meshes` empty): the mesh's pass joins it as it joins any
+ * claim (the same VIP in every mesh), and a claim no mesh joins is released like any other.
+ * `adoptedAt` records when (the claim is otherwise an ordinary claim).
+ */
+export function adoptWrites(
+  service: string,
+  vip: string,
+  claimId: string,
+  nowMs: number,
+): { writes: ClaimWrite[]; serviceIndex: number } {
+  const address: Item = {
+    pk: addressKey(vip),
+    kind: "address",
+    vip,
+    owner: service,
+    claimId,
+    claimedAt: nowMs,
+  };
+  const claim: Item = {
+    pk: serviceKey(service),
+    kind: "service",
+    service,
+    vip,
+    meshes: Object.create(null) as Record<string, unknown>,
+    claimedAt: nowMs,
+    adoptedAt: nowMs,
+  };
+  const put = (item: Item): ClaimWrite => ({
+    key: String(item.pk),
+    action: "put",
+    item,
+    conditionExpression: "attribute_not_exists(pk)",
+    holds: (old) => old === undefined,
+    apply: () => item,
+  });
+  return { writes: [put(address), put(claim)], serviceIndex: 1 };
 }

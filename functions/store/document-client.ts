@@ -13,7 +13,7 @@ import {
   TransactWriteItemsCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { inPool } from "../domain/in-pool.ts";
+import { inPool } from "../domain/records.ts";
 import { fromAttributeMap, type PlainRecord, toAttributeMap } from "./attribute-values.ts";
 
 /** BatchGetItem requests of one read in flight at once (each of up to 100 keys). */

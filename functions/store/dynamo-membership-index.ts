@@ -1,6 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import { type ContributorKind, type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
-import { inPool } from "../domain/in-pool.ts";
+import { inPool } from "../domain/records.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
 import { ConditionFailed, type DocumentClient } from "./document-client.ts";

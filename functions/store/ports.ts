@@ -20,7 +20,7 @@ export interface SourceRead {
 /**
  * Where the allocator reads its inputs, statelessly: every call reads the tables as they are
  * now (strongly consistent, unless a `consistent` argument says false: the repair sweep's
- * detection reads, whose findings are read again before anything is changed). (A batch shares one read of the ingresses: see allocator/pass/batch-ingresses.ts.)
+ * detection reads, whose findings are read again before anything is changed). (A batch shares one read of the ingresses: see allocator/pass/service-set-view.ts.)
  */
 export interface MeshSource {
   /** Whether the deployment has the optional external-services table. */

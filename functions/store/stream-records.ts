@@ -4,8 +4,8 @@ import { type DataplaneImages, readImages } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
-import { parseStreamArn } from "./stream-arn.ts";
 import type { TableNames } from "./table-definitions.ts";
+import { parseStreamArn } from "./table-definitions.ts";
 
 /** What one stream record means to the allocator. */
 export type DecodedRecord =

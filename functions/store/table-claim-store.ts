@@ -1,4 +1,3 @@
-import { adoptWrites } from "./adopt-writes.ts";
 import {
   addressKey,
   type ClaimWrite,
@@ -12,16 +11,15 @@ import {
   serviceKey,
   WAITING_KEY,
 } from "./claim-items.ts";
-import { claimWrites } from "./claim-writes.ts";
 import {
+  adoptWrites,
+  claimWrites,
   formerHintWrite,
   membershipWrites,
   orphanAddressWrite,
   releaseWrites,
   removeMembershipWrite,
-} from "./membership-writes.ts";
-import { decodeMeshRange, meshRangeKey, meshRangeWrite } from "./mesh-range-item.ts";
-import { counterOf, counterWrite, cursorWrite } from "./pool-items.ts";
+} from "./claim-writes.ts";
 import type {
   AddressClaim,
   AdoptRequest,
@@ -45,12 +43,20 @@ import type {
   WaitingRequest,
 } from "./ports.ts";
 import {
+  counterOf,
+  counterWrite,
+  cursorWrite,
+  decodeMeshRange,
   decodeStreamLag,
   decodeSweepState,
+  meshRangeKey,
+  meshRangeWrite,
   streamLagWrite,
   sweepStateWrite,
-} from "./sweep-state-item.ts";
-import { waitingEntries, waitingMeshes, waitingWrite } from "./waiting-item.ts";
+  waitingEntries,
+  waitingMeshes,
+  waitingWrite,
+} from "./state-items.ts";
 
 /** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
 export interface ClaimTable {

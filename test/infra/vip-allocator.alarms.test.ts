@@ -6,7 +6,7 @@
  */
 import { Duration } from "aws-cdk-lib";
 import { describe, expect, test } from "vitest";
-import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../../functions/allocator/event-source-settings.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../../functions/allocator/config.ts";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
 import { logicalId, synth } from "./synth.ts";
 

@@ -2,7 +2,7 @@ import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { describe, expect, test } from "vitest";
-import { inFlightGraceSeconds } from "../../functions/allocator/event-source-settings.ts";
+import { inFlightGraceSeconds } from "../../functions/allocator/config.ts";
 import { READER_INDEX_ACTIONS, READER_TABLE_ACTIONS } from "../../infra/vip-allocator.ts";
 import { CONTEXT_KEYS } from "../../infra/vip-allocator-stack.ts";
 import { build, getAtt, logicalId, permissionsOf, ref, synth, synthStack } from "./synth.ts";

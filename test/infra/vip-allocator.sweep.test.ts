@@ -1,8 +1,11 @@
 import { type App, Duration, Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { describe, expect, test } from "vitest";
-import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/event-source-settings.ts";
-import { BACKFILL, SCHEDULED_SWEEP } from "../../functions/allocator/sweep-event.ts";
+import {
+  BACKFILL,
+  EVENT_SOURCE_SETTINGS,
+  SCHEDULED_SWEEP,
+} from "../../functions/allocator/config.ts";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
 import { VipAllocator } from "../../infra/vip-allocator.ts";
 import { getAtt, logicalId, permissionsOf, ref, synth, testApp } from "./synth.ts";

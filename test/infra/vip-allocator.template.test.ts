@@ -6,11 +6,11 @@ import { Key } from "aws-cdk-lib/aws-kms";
 import { Topic } from "aws-cdk-lib/aws-sns";
 import type { IConstruct } from "constructs";
 import { describe, expect, test } from "vitest";
-import { SETTINGS } from "../../functions/allocator/config.ts";
 import {
   EVENT_SOURCE_SETTINGS,
   inFlightGraceSeconds,
-} from "../../functions/allocator/event-source-settings.ts";
+  SETTINGS,
+} from "../../functions/allocator/config.ts";
 import { METRICS_NAMESPACE } from "../../functions/allocator/telemetry-names.ts";
 import {
   ALL_TABLES,

@@ -1,5 +1,5 @@
 /**
- * `ClaimsPort.adopt` (store/adopt-writes.ts) on both implementations of the claims port: the
+ * `ClaimsPort.adopt` (store/claim-writes.ts) on both implementations of the claims port: the
  * in-memory double and the DynamoDB adapter on the local engine, so the double cannot drift.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";

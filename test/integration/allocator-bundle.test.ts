@@ -13,7 +13,7 @@ import { pathToFileURL } from "node:url";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBBatchResponse } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SweepSummary } from "../../functions/allocator/sweep-handler.ts";
+import type { SweepSummary } from "../../functions/allocator/handlers.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../../functions/allocator/telemetry-names.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";

@@ -5,7 +5,7 @@
  */
 import { DeleteCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createSweepHandler } from "../../functions/allocator/sweep-handler.ts";
+import { createSweepHandler } from "../../functions/allocator/handlers.ts";
 import { hostEntry, splitHosts } from "../../functions/domain/hosts.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { EXTERNAL_SERVICES_TABLE } from "../../functions/store/table-definitions.ts";

@@ -3,10 +3,7 @@ import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from "@aws-sdk/lib-
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { expect } from "vitest";
 import { type AllocatorConfig, loadConfig } from "../../functions/allocator/config.ts";
-import {
-  createStreamHandler,
-  type StreamHandler,
-} from "../../functions/allocator/stream-handler.ts";
+import { createStreamHandler, type StreamHandler } from "../../functions/allocator/handlers.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";

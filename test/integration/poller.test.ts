@@ -9,7 +9,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/event-source-settings.ts";
+import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/config.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import {
   prefixedTableEnv,

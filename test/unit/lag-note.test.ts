@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LAG_NOTE_EVERY_MS, lagNoter } from "../../functions/allocator/batch/lag-note.ts";
+import { LAG_NOTE_EVERY_MS, lagNoter } from "../../functions/allocator/batch/process-batch.ts";
 import { InMemoryClaimStore, InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 
 const GRACE_MS = 7_000;

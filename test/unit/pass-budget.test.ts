@@ -6,13 +6,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
-import { PassBudget } from "../../functions/allocator/continuation/budget.ts";
-import {
-  type ContinueEvent,
-  Handover,
-  MAX_HOPS,
-} from "../../functions/allocator/continuation/handover.ts";
-import { CLAIM_CONCURRENCY } from "../../functions/allocator/pass/claim-services.ts";
+import { type ContinueEvent, Handover, MAX_HOPS } from "../../functions/allocator/continuation.ts";
+import { PassBudget } from "../../functions/allocator/pass/deps.ts";
+import { CLAIM_CONCURRENCY } from "../../functions/allocator/pass/obtain-vip.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { safetyViolations } from "../fixtures/invariants.ts";

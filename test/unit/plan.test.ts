@@ -5,8 +5,7 @@ import {
   planMesh,
   sameContent,
 } from "../../functions/domain/plan.ts";
-import { VipPool } from "../../functions/domain/pool.ts";
-import { quarantineOver } from "../../functions/domain/quarantine.ts";
+import { quarantineOver, VipPool } from "../../functions/domain/pool.ts";
 import type { VipItem } from "../../functions/domain/types.ts";
 
 const pool = VipPool.parse("240.0.0.0/27");

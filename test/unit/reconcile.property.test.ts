@@ -17,7 +17,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
-import { BatchIngresses } from "../../functions/allocator/pass/batch-ingresses.ts";
+import { BatchIngresses } from "../../functions/allocator/pass/service-set-view.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { RetriesExhaustedError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";

@@ -8,7 +8,7 @@ import { DynamoDBClient, ScanCommand, TransactWriteItemsCommand } from "@aws-sdk
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../functions/allocator/config.ts";
-import { BatchIngresses } from "../../functions/allocator/pass/batch-ingresses.ts";
+import { BatchIngresses } from "../../functions/allocator/pass/service-set-view.ts";
 import { InvalidCidrError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { isValidServiceName } from "../../functions/domain/service-set.ts";

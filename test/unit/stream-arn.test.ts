@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseStreamArn } from "../../functions/store/stream-arn.ts";
+import { parseStreamArn } from "../../functions/store/table-definitions.ts";
 
 // The two parsers this one replaced, kept here to show it answers as they did.
 const LENIENT = /:table\/([^/]+)\/stream\//;

@@ -1,9 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  BACKFILL,
-  isAllocatorCommand,
-  SCHEDULED_SWEEP,
-} from "../../functions/allocator/sweep-event.ts";
+import { BACKFILL, isAllocatorCommand, SCHEDULED_SWEEP } from "../../functions/allocator/config.ts";
 import { meshRecord, streamEvent } from "../fixtures/builders.ts";
 
 describe("telling the allocator's own invocations from stream batches", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decidePasses } from "../../functions/allocator/batch/plan-passes.ts";
 import { updateIndex } from "../../functions/allocator/membership-index/update.ts";
-import { indexView } from "../../functions/allocator/membership-index/view.ts";
+import { indexView } from "../../functions/allocator/pass/service-set-view.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { SweepOptions } from "../../functions/allocator/sweep/types.ts";
 import { readImages } from "../../functions/domain/contributions.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
+import { waitingEntries, waitingWrite } from "../../functions/store/state-items.ts";
 import { resolveTableNames } from "../../functions/store/table-definitions.ts";
-import { waitingEntries, waitingWrite } from "../../functions/store/waiting-item.ts";
 import { type DataplaneItem, dataplane, dataplaneRecord } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";
 

@@ -8,7 +8,7 @@ import { own } from "../../functions/domain/records.ts";
 /**
  * `vips adopt` against the tables: the state read before planning, then the plan applied. Each
  * claim is written as the event path writes a new one (create-if-absent, service and address in
- * one transaction; store/adopt-writes.ts), so adoption is safe while events flow: a pass that
+ * one transaction; store/claim-writes.ts), so adoption is safe while events flow: a pass that
  * claimed the service or the address first wins, and the adoption reports it. Then each named
  * mesh is passed as `vips reconcile MESH` does (its index checked, then an ordinary pass, which
  * joins the adopted claims of the services its dataplanes provide), and a written claim that no

@@ -1,19 +1,15 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBStreamEvent } from "aws-lambda";
-import type { AllocatorConfig } from "../../functions/allocator/config.ts";
-import type { InvocationContext } from "../../functions/allocator/continuation/context.ts";
-import { createContinueHandler } from "../../functions/allocator/continuation/continue-handler.ts";
+import type { AllocatorCommand, AllocatorConfig } from "../../functions/allocator/config.ts";
+import { type ContinueEvent, isContinueEvent } from "../../functions/allocator/continuation.ts";
 import {
-  type ContinueEvent,
-  isContinueEvent,
-} from "../../functions/allocator/continuation/handover.ts";
-import type { MeshOutcome } from "../../functions/allocator/pass/outcome.ts";
-import {
+  createContinueHandler,
   createStreamHandler,
+  createSweepHandler,
   type StreamHandler,
-} from "../../functions/allocator/stream-handler.ts";
-import type { AllocatorCommand } from "../../functions/allocator/sweep-event.ts";
-import { createSweepHandler, type SweepHandler } from "../../functions/allocator/sweep-handler.ts";
+  type SweepHandler,
+} from "../../functions/allocator/handlers.ts";
+import type { InvocationContext, MeshOutcome } from "../../functions/allocator/pass/deps.ts";
 import type { Telemetry } from "../../functions/allocator/telemetry.ts";
 import { describeError } from "./batch-delivery.ts";
 

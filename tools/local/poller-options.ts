@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
-import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/event-source-settings.ts";
-import type { StreamHandler } from "../../functions/allocator/stream-handler.ts";
+import { EVENT_SOURCE_SETTINGS } from "../../functions/allocator/config.ts";
+import type { StreamHandler } from "../../functions/allocator/handlers.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
 import type { StaticCredentials } from "./aws-clients.ts";
 import type { FailureCondition } from "./batch-delivery.ts";

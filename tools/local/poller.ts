@@ -1,6 +1,6 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoDBStreamsClient } from "@aws-sdk/client-dynamodb-streams";
-import type { StreamHandler } from "../../functions/allocator/stream-handler.ts";
+import type { StreamHandler } from "../../functions/allocator/handlers.ts";
 import { decodeRecord } from "../../functions/store/stream-records.ts";
 import type { TableNames } from "../../functions/store/table-definitions.ts";
 import { clientConfig, resolveRegion } from "./aws-clients.ts";

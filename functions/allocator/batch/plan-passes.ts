@@ -7,9 +7,9 @@ import {
   type PassDecision,
   updateIndex,
 } from "../membership-index/update.ts";
-import { indexView } from "../membership-index/view.ts";
-import type { MeshOutcome } from "../pass/outcome.ts";
+import type { MeshOutcome } from "../pass/deps.ts";
 import type { ServiceSetView } from "../pass/service-set-view.ts";
+import { indexView } from "../pass/service-set-view.ts";
 import type { Telemetry } from "../telemetry.ts";
 
 /**

@@ -1,17 +1,16 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
 import { isAllocatorError } from "../../domain/errors.ts";
-import { inPool } from "../../domain/in-pool.ts";
-import type { MembershipIndex, PendingUpdate } from "../../store/ports.ts";
+import { inPool } from "../../domain/records.ts";
+import type { MembershipIndex, PendingUpdate, SweepPositionPort } from "../../store/ports.ts";
 import { compareSequenceNumbers, decodeRecord } from "../../store/stream-records.ts";
 import type { TableNames } from "../../store/table-definitions.ts";
-import type { PassBudget } from "../continuation/budget.ts";
-import { continueDeferred, type Handover, notHandedOver } from "../continuation/handover.ts";
+import { continueDeferred, type Handover, notHandedOver } from "../continuation.ts";
 import type { DataplaneChange } from "../membership-index/update.ts";
-import type { PassPorts, PassSettings } from "../pass/deps.ts";
+import { passWoken } from "../pass/commit-item.ts";
+import type { MeshOutcome, PassBudget, PassPorts, PassSettings } from "../pass/deps.ts";
 import { createInvocation } from "../pass/invocation.ts";
-import type { MeshOutcome } from "../pass/outcome.ts";
 import { reconcileMesh } from "../pass/reconcile-mesh.ts";
-import { passWoken } from "../pass/waiting.ts";
+import type { Telemetry } from "../telemetry.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { addSequence, type PassPlan, planPasses, recordRanges } from "./plan-passes.ts";
 
@@ -30,7 +29,7 @@ export interface BatchSettings extends PassSettings {
   readonly onOutcome?: (outcome: MeshOutcome) => void;
   /** Called with each mesh that failed and is reported back to the event source. */
   readonly onFailure?: (mesh: string, error: unknown) => void;
-  /** Called with the batch's lag (its oldest record's age, ms) before any pass (lag-note.ts). */
+  /** Called with the batch's lag (its oldest record's age, ms) before any pass. */
   readonly noteLag?: (lagMs: number) => Promise<void>;
   /** This invocation's time for claims, and how it hands over what it defers (decision 160). */
   readonly budget?: PassBudget;
@@ -213,4 +212,47 @@ async function clearPending(
 
 function lowestOf(sequences: readonly string[]): string {
   return sequences.reduce((a, b) => (compareSequenceNumbers(a, b) <= 0 ? a : b));
+}
+
+/** At most one lag note per this long from one execution environment. */
+export const LAG_NOTE_EVERY_MS = 10_000;
+
+/**
+ * What the stream handler does with each batch's lag (the age of its oldest record): past the
+ * sweep's grace, the lag is noted in the claims table (`stream-lag`), at most once per
+ * {@link LAG_NOTE_EVERY_MS} per execution environment, so the repair sweep counts nothing as a
+ * fault while records may still be in flight (decision 132). The first batch within the grace
+ * after an environment noted a lag notes that it caught up (a note whose `lagMs` is within the
+ * grace): the lag episode is over, and drift found after it counts again (decision 134).
+ * Otherwise, within the grace (ordinary traffic), nothing is written. A failed note is logged,
+ * never fails the batch.
+ */
+export function lagNoter(
+  claims: SweepPositionPort,
+  graceMs: number,
+  now: () => number,
+  telemetry: Telemetry,
+): (lagMs: number) => Promise<void> {
+  let lastAt = Number.NEGATIVE_INFINITY;
+  let noted = false;
+  return async (lagMs) => {
+    if (graceMs <= 0) return;
+    const at = now();
+    if (lagMs <= graceMs) {
+      if (!noted) return;
+      noted = false;
+    } else {
+      if (noted && at - lastAt < LAG_NOTE_EVERY_MS) return;
+      noted = true;
+    }
+    lastAt = at;
+    try {
+      await claims.noteStreamLag({ at, lagMs });
+    } catch (error) {
+      telemetry.warn("could not note the stream's lag; the sweep may count drift in flight", {
+        lagMs,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  };
 }

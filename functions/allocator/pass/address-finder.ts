@@ -1,5 +1,5 @@
 import type { VipPool } from "../../domain/pool.ts";
-import { reclaimCutoffMs } from "../../domain/quarantine.ts";
+import { reclaimCutoffMs } from "../../domain/pool.ts";
 import type { AddressCandidate, ClaimsPort, PoolPort } from "../../store/ports.ts";
 
 /**

@@ -3,11 +3,10 @@ import { recordOf } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type { ItemRevision, VipItemStore } from "../../store/ports.ts";
 import { METRIC } from "../telemetry-names.ts";
+import { leaveWaiting, waiting, waitingAndWake } from "./commit-item.ts";
 import type { ReconcileDeps } from "./deps.ts";
-import { inputsStill } from "./inputs.ts";
+import { type Attempt, inputsStill, outcome, settled } from "./deps.ts";
 import { type Asserted, type FailureState, leaveDeletedItem, retract } from "./memberships.ts";
-import { type Attempt, outcome, settled } from "./outcome.ts";
-import { leaveWaiting, waiting, waitingAndWake } from "./waiting.ts";
 
 /**
  * Step 1 of a pass, for a mesh that no longer exists: its item is emptied (its services

@@ -1,8 +1,7 @@
-import type { PassBudget } from "../continuation/budget.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { AddressFinder } from "./address-finder.ts";
-import { BatchIngresses } from "./batch-ingresses.ts";
-import type { PassPorts, PassSettings, ReconcileDeps } from "./deps.ts";
+import type { PassBudget, PassPorts, PassSettings, ReconcileDeps } from "./deps.ts";
+import { BatchIngresses } from "./service-set-view.ts";
 
 /**
  * The one place an address finder is created and flushed. An invocation (a batch, a sweep, the

@@ -2,8 +2,7 @@ import { VersionConflictError } from "../../domain/errors.ts";
 import { own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import type { ClaimsPort, LeaveRequest, MembershipRequest } from "../../store/ports.ts";
-import { backoffMs, type ReconcileDeps } from "./deps.ts";
-import { fenceItem } from "./fence.ts";
+import { backoffMs, fenceItem, type ReconcileDeps } from "./deps.ts";
 
 /**
  * A mesh's memberships of the global service claims: joined before an item lists a service,

@@ -1,13 +1,13 @@
 import { alignWithClaims, exhaustedReason, type MeshPlan, planMesh } from "../../domain/plan.ts";
-import { reclaimCutoffMs } from "../../domain/quarantine.ts";
+import { reclaimCutoffMs } from "../../domain/pool.ts";
 import { emptyRecord, own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
 import { METRIC } from "../telemetry-names.ts";
 import type { AddressFinder } from "./address-finder.ts";
-import { claimServices } from "./claim-services.ts";
 import type { ReconcileDeps } from "./deps.ts";
 import { attemptFinder } from "./invocation.ts";
 import type { Asserted } from "./memberships.ts";
+import { claimServices } from "./obtain-vip.ts";
 import { listedServices } from "./service-set-view.ts";
 
 /** What the plan-and-claim step leaves for the commit: the content to write and why. */

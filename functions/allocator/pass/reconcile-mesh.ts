@@ -2,10 +2,9 @@ import { RetriesExhaustedError, VersionConflictError } from "../../domain/errors
 import { METRIC } from "../telemetry-names.ts";
 import { commitItem } from "./commit-item.ts";
 import { passDeletedMesh } from "./deleted-mesh.ts";
-import { backoffMs, type ReconcileDeps } from "./deps.ts";
-import { viewOf } from "./inputs.ts";
+import type { Attempt, MeshOutcome } from "./deps.ts";
+import { backoffMs, type ReconcileDeps, viewOf } from "./deps.ts";
 import { type Asserted, type FailureState, retract, settleAfterFailure } from "./memberships.ts";
-import type { Attempt, MeshOutcome } from "./outcome.ts";
 import { planAndClaim } from "./plan-and-claim.ts";
 
 /**

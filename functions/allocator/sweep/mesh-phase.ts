@@ -1,9 +1,8 @@
 import { dataplaneId } from "../../domain/contributions.ts";
-import { meshIndexDrift } from "../membership-index/repair.ts";
-import { indexView } from "../membership-index/view.ts";
+import { meshIndexDrift } from "../membership-index/rebuild.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
-import { listedServices } from "../pass/service-set-view.ts";
-import { passWoken } from "../pass/waiting.ts";
+import { passWoken } from "../pass/commit-item.ts";
+import { indexView, listedServices } from "../pass/service-set-view.ts";
 import { driftDetail } from "./repairs.ts";
 import type { Pending, SweepRun } from "./run.ts";
 import type { Repair } from "./types.ts";

@@ -1,6 +1,6 @@
 import { own } from "../../domain/records.ts";
-import type { IndexDrift } from "../membership-index/repair.ts";
-import type { MeshOutcome } from "../pass/outcome.ts";
+import type { IndexDrift } from "../membership-index/rebuild.ts";
+import type { MeshOutcome } from "../pass/deps.ts";
 import type { Repair } from "./types.ts";
 
 /** The repairs a sweep's pass of a mesh made, by what it changed in the item. */

@@ -1,9 +1,8 @@
 import type { Page, StreamLagNote, SweepState } from "../../store/ports.ts";
-import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../event-source-settings.ts";
-import type { IndexDrift } from "../membership-index/repair.ts";
-import { indexView } from "../membership-index/view.ts";
-import { BatchIngresses } from "../pass/batch-ingresses.ts";
+import { ITERATOR_AGE_TOLERANCE_SECONDS } from "../config.ts";
+import type { IndexDrift } from "../membership-index/rebuild.ts";
 import type { ServiceSetView } from "../pass/service-set-view.ts";
+import { BatchIngresses, indexView } from "../pass/service-set-view.ts";
 import { type Corrector, DryCorrector, LiveCorrector } from "./corrector.ts";
 import type { Repair, SweepOptions, SweepPorts, SweepSettings } from "./types.ts";
 

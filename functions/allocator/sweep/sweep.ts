@@ -2,10 +2,8 @@ import type { SweepState } from "../../store/ports.ts";
 import { reconcileDataplanes } from "../membership-index/rebuild.ts";
 import { METRIC } from "../telemetry-names.ts";
 import { ClaimsAudit } from "./claims-audit.ts";
-import { sweepItem } from "./item-phase.ts";
-import { passWokenMeshes, sweepMesh } from "./mesh-phase.ts";
-import { SweepRun } from "./run.ts";
-import { MAX_PENDING, secondLooks } from "./second-looks.ts";
+import { passWokenMeshes, secondLookMesh, sweepMesh } from "./mesh-phase.ts";
+import { type Pending, SweepRun } from "./run.ts";
 import type { SweepOptions, SweepPorts, SweepResult, SweepSettings } from "./types.ts";
 
 /**
@@ -243,5 +241,70 @@ class Cycle {
       sweep.advance({ phase: "done", after: undefined, finishedAt: sweep.settings.now() });
     }
     return true;
+  }
+}
+
+/** Phase 2, each item of the vips table: items of meshes that no longer exist are removed. */
+export async function sweepItem(run: SweepRun, mesh: string): Promise<void> {
+  if (run.deferring()) {
+    // First look: a mesh deleted a moment ago may have its record still on the way.
+    if (await run.ports.source.meshExists(mesh)) return;
+    run.pending.push({ phase: "items", name: mesh, at: run.settings.now(), found: "deleted" });
+    return;
+  }
+  await correctItem(run, mesh);
+}
+
+/**
+ * The item of a mesh that is gone is removed by the mesh's pass (dry: reported). The meshes
+ * waiting for an address that its releases freed (no quarantine) are passed after the page.
+ */
+export async function correctItem(run: SweepRun, mesh: string): Promise<void> {
+  if (await run.ports.source.meshExists(mesh)) return;
+  const { repairs, wake } = await run.corrector.passDeletedMesh(mesh);
+  for (const repair of repairs) run.record(repair);
+  for (const other of wake) run.woken.add(other);
+}
+
+/** Meshes waiting for their second look before they are looked at (bounds the time needed). */
+export const MAX_PENDING = 25;
+
+/**
+ * The second look at every pending mesh (or claim), once the grace since its first look has
+ * passed (decision 071): the ordinary correction (strongly consistent re-reads, conditional
+ * writes), counted as repairs. A mesh where it corrects nothing was in flight, and so is
+ * everything corrected while the event path had noted its stream lagging past the grace within
+ * the iterator-age tolerance (decision 132): corrected, counted as `SweepInFlight`.
+ */
+export async function secondLooks(run: SweepRun, audit: ClaimsAudit): Promise<void> {
+  const { telemetry } = run.ports;
+  while (run.pending.length > 0) {
+    const next = run.pending[0] as Pending;
+    const wait = next.at + run.graceMs - run.settings.now();
+    if (wait > 0) await run.settings.sleep(wait);
+    run.pending.shift();
+    const before = run.repairs.length;
+    const lagged = await run.streamLagged(next.at);
+    run.lagging = lagged !== undefined;
+    try {
+      if (next.phase === "meshes") {
+        const found = await secondLookMesh(run, next);
+        run.options.onMesh?.(next.name, found);
+      } else if (next.phase === "items") await correctItem(run, next.name);
+      else await audit.secondLookClaim(next.name);
+    } finally {
+      run.lagging = false;
+    }
+    if (run.repairs.slice(before).every((repair) => repair.inFlight === true)) {
+      telemetry.metric(METRIC.sweepInFlight, "Count", 1);
+      telemetry.info("sweep: drift corrected by the event path meanwhile", {
+        [next.phase === "claims" ? "kumaService" : "mesh"]: next.name,
+        phase: next.phase,
+        found: next.found,
+        seconds: Math.round((run.settings.now() - next.at) / 1000),
+        cycle: run.state.cycle,
+        ...(lagged !== undefined ? { streamLagMs: lagged.lagMs, streamLagAt: lagged.at } : {}),
+      });
+    }
   }
 }

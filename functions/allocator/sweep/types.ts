@@ -1,6 +1,6 @@
 import type { VipPool } from "../../domain/pool.ts";
 import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../../store/ports.ts";
-import type { PassBudget } from "../continuation/budget.ts";
+import type { PassBudget } from "../pass/deps.ts";
 import type { Telemetry } from "../telemetry.ts";
 
 /** What the sweep corrects, one kind per way the event path can have missed something. */

@@ -20,8 +20,8 @@ import {
 } from "../../../functions/domain/contributions.ts";
 import { DynamoMembershipIndex } from "../../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../../functions/store/dynamo-mesh-source.ts";
-import { parseStreamArn } from "../../../functions/store/stream-arn.ts";
 import { compareSequenceNumbers } from "../../../functions/store/stream-records.ts";
+import { parseStreamArn } from "../../../functions/store/table-definitions.ts";
 import { clientConfig } from "../../local/aws-clients.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";

@@ -4,7 +4,7 @@
  * names and why, leaving services, whether it waits for an address, the range of its last
  * completed pass) and `get quarantine` (each held address, its former owner, when it frees).
  */
-import { quarantineOver } from "../../../functions/domain/quarantine.ts";
+import { quarantineOver } from "../../../functions/domain/pool.ts";
 import {
   addressKey,
   decodeAddress,
@@ -12,9 +12,12 @@ import {
   WAITING_KEY,
 } from "../../../functions/store/claim-items.ts";
 import { DynamoMeshSource } from "../../../functions/store/dynamo-mesh-source.ts";
-import { decodeMeshRange, meshRangeKey } from "../../../functions/store/mesh-range-item.ts";
 import type { AddressClaim, ServiceClaim } from "../../../functions/store/ports.ts";
-import { waitingMeshes } from "../../../functions/store/waiting-item.ts";
+import {
+  decodeMeshRange,
+  meshRangeKey,
+  waitingMeshes,
+} from "../../../functions/store/state-items.ts";
 import type { CliContext } from "../context.ts";
 import { CommandFailedError, type ExitCode } from "../errors.ts";
 import { formatDocument, formatTable, listOf, printResources } from "../output.ts";

@@ -1,8 +1,8 @@
 import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
+import { summarize } from "../../../functions/allocator/handlers.ts";
 import { createRuntime } from "../../../functions/allocator/runtime.ts";
 import { sweep } from "../../../functions/allocator/sweep/sweep.ts";
 import type { Repair, SweepResult } from "../../../functions/allocator/sweep/types.ts";
-import { summarize } from "../../../functions/allocator/sweep-handler.ts";
 import type { Telemetry } from "../../../functions/allocator/telemetry.ts";
 import { hostEntry, hostOfEntry, isHostEntry } from "../../../functions/domain/hosts.ts";
 import { exhaustedReason } from "../../../functions/domain/plan.ts";
