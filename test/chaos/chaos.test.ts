@@ -72,6 +72,26 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     ]);
   });
 
+  it("says a run left unchecked before the sweep without a lost record or a kill is unexcused", () => {
+    const run = (checked: boolean, leaks: boolean, faults: [string, number][]) =>
+      ({
+        preSweepViolations: checked ? [] : undefined,
+        preSweepLeaks: leaks ? [] : undefined,
+        faults: new Map(faults),
+      }) as unknown as ChaosResult;
+
+    expect(uncheckedWithoutCause(run(true, true, []))).toEqual([]);
+    expect(uncheckedWithoutCause(run(false, false, [["dropped", 1]]))).toEqual([]);
+    expect(uncheckedWithoutCause(run(true, false, [["crash", 2]]))).toEqual([]);
+    expect(uncheckedWithoutCause(run(false, false, [["throttle", 3]]))).toEqual([
+      "invariants 1-10 unchecked before the sweep, yet no record was lost",
+      "leaks unchecked before the sweep, yet no record was lost and nothing killed",
+    ]);
+    expect(uncheckedWithoutCause(run(true, false, []))).toEqual([
+      "leaks unchecked before the sweep, yet no record was lost and nothing killed",
+    ]);
+  });
+
   it.each(SEEDS.slice(0, 30))(
     "seed %i without external services: every invariant holds before and after the sweep",
     async (seed) => {
