@@ -16,13 +16,22 @@ export function indexWorld(options: WorldOptions = {}): World {
   return new World({ mode: "index", ...options });
 }
 
-/** Runs records through the real batch step, on the world's ports (or a source standing in). */
+/**
+ * Runs records through the real batch step, on the world's ports (or a source standing in);
+ * the outcome of each pass it runs goes to `world.passes`.
+ */
 export async function deliver(world: World, records: DynamoDBRecord[], source?: MeshSource) {
   const ports = world.batchPorts();
   return await processBatch(
     { Records: records },
     { ...ports, ...(source !== undefined ? { source } : {}) },
-    { ...world.batchSettings(), tables: TABLES, concurrency: 4, serviceSet: "index" },
+    {
+      ...world.batchSettings(),
+      tables: TABLES,
+      concurrency: 4,
+      serviceSet: "index",
+      onOutcome: (outcome) => world.passes.push(outcome),
+    },
   );
 }
 
