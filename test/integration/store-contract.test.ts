@@ -1,10 +1,11 @@
 /**
  * The store contract (test/fixtures/store-contract.ts) on the DynamoDB adapters, on the local
  * engine of the vitest project (DynamoDB Local, moto_server); the in-memory doubles run it in
- * test/unit/in-memory-ports.test.ts.
+ * test/unit/in-memory-ports.test.ts. And the two MeshSource implementations side by side: the
+ * same data in both, every method's answers compared.
  */
 import { DynamoDBClient, PutItemCommand } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toAttributeMap } from "../../functions/store/attribute-values.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
 import { DocumentClient } from "../../functions/store/document-client.ts";
@@ -15,6 +16,8 @@ import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
 import { sequentialIds } from "../fixtures/in-memory-ports.ts";
+import { inMemoryStores } from "../fixtures/in-memory-stores.ts";
+import { meshSourceAnswers, writeSourceData } from "../fixtures/mesh-source-data.ts";
 import { type Stores, storeContract } from "../fixtures/store-contract.ts";
 
 let emulator: LocalEmulator;
@@ -66,3 +69,20 @@ async function dynamoStores(): Promise<Stores> {
 }
 
 storeContract("DynamoDB adapters on the local engine", dynamoStores);
+
+describe("the two MeshSource implementations side by side", () => {
+  it("answer every method alike over the same data", async () => {
+    // Arrange
+    const memory = await inMemoryStores();
+    const dynamo = await dynamoStores();
+    await writeSourceData(memory.tables);
+    await writeSourceData(dynamo.tables);
+
+    // Act
+    const fromMemory = await meshSourceAnswers(memory.source);
+    const fromDynamo = await meshSourceAnswers(dynamo.source);
+
+    // Assert
+    expect(fromMemory).toEqual(fromDynamo);
+  });
+});
