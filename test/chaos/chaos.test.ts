@@ -7,6 +7,7 @@ import {
   runChaos,
   uncheckedWithoutCause,
 } from "./chaos.ts";
+import { expectClean } from "./expect-clean.ts";
 
 /** Seeds of the default suite; `npm run chaos -- --runs N --seed S` runs more. */
 const SEEDS = Array.from({ length: 60 }, (_, i) => 1000 + i);
@@ -20,19 +21,6 @@ async function defaultRun(seed: number): Promise<ChaosResult> {
   const result = await runChaos(seed, 80);
   RUNS.set(seed, result);
   return result;
-}
-
-function expectClean(result: ChaosResult): void {
-  // Unchecked before the sweep only when a record was lost (or, for leaks, an invocation
-  // killed): never silently.
-  expect(uncheckedWithoutCause(result)).toEqual([]);
-  expect(result.preSweepViolations ?? []).toEqual([]);
-  expect(result.preSweepLeaks ?? []).toEqual([]);
-  expect(result.redeliveryChanges).toEqual([]);
-  expect(result.violations).toEqual([]);
-  expect(result.leaks).toEqual([]);
-  expect(result.secondRepairDetails).toEqual([]);
-  expect(result.invocations).toBeGreaterThan(0);
 }
 
 describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)", () => {

@@ -5,7 +5,6 @@
  * continuation. Continued passes finish the work with every invariant.
  */
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { PassBudget } from "../../functions/allocator/continuation/budget.ts";
 import {
   type ContinueEvent,
@@ -16,7 +15,7 @@ import { CLAIM_CONCURRENCY } from "../../functions/allocator/pass/claim-services
 import { VipPool } from "../../functions/domain/pool.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { safetyViolations } from "../fixtures/invariants.ts";
-import { createMesh, indexWorld, put, TABLES } from "./batch-world.ts";
+import { createMesh, deliver, indexWorld, put } from "./batch-world.ts";
 import { meshWith, World } from "./reconcile-world.ts";
 
 const services = (count: number) =>
@@ -132,14 +131,7 @@ describe("a batch whose budget runs out", () => {
     );
 
     // Act
-    const response = await processBatch({ Records: records }, world.batchPorts(), {
-      ...world.batchSettings(),
-      tables: TABLES,
-      concurrency: 4,
-      serviceSet: "index",
-      budget,
-      handover,
-    });
+    const response = await deliver(world, records, { budget, handover });
 
     // Assert
     expect(response.batchItemFailures).toEqual([]);
@@ -163,14 +155,7 @@ describe("a batch whose budget runs out", () => {
     );
 
     // Act
-    const response = await processBatch({ Records: records }, world.batchPorts(), {
-      ...world.batchSettings(),
-      tables: TABLES,
-      concurrency: 4,
-      serviceSet: "index",
-      budget: spent(world),
-      handover,
-    });
+    const response = await deliver(world, records, { budget: spent(world), handover });
 
     // Assert: the lowest record of mesh a is retried
     expect(response.batchItemFailures).toEqual([
