@@ -7,6 +7,7 @@ import {
   runChaos,
   uncheckedWithoutCause,
 } from "./chaos.ts";
+import { expectClean } from "./expect-clean.ts";
 
 /** Seeds of the default suite; `npm run chaos -- --runs N --seed S` runs more. */
 const SEEDS = Array.from({ length: 60 }, (_, i) => 1000 + i);
@@ -20,19 +21,6 @@ async function defaultRun(seed: number): Promise<ChaosResult> {
   const result = await runChaos(seed, 80);
   RUNS.set(seed, result);
   return result;
-}
-
-function expectClean(result: ChaosResult): void {
-  // Unchecked before the sweep only when a record was lost (or, for leaks, an invocation
-  // killed): never silently.
-  expect(uncheckedWithoutCause(result)).toEqual([]);
-  expect(result.preSweepViolations ?? []).toEqual([]);
-  expect(result.preSweepLeaks ?? []).toEqual([]);
-  expect(result.redeliveryChanges).toEqual([]);
-  expect(result.violations).toEqual([]);
-  expect(result.leaks).toEqual([]);
-  expect(result.secondRepairDetails).toEqual([]);
-  expect(result.invocations).toBeGreaterThan(0);
 }
 
 describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)", () => {
@@ -69,6 +57,26 @@ describe("chaos: concurrent faulty invocations, then one sweep (in-memory ports)
     expect(belowFloor(few)).toEqual([
       "invariants 1-10 checked in 1 of 4 runs",
       "leaks checked in 0 of 4 runs",
+    ]);
+  });
+
+  it("says a run left unchecked before the sweep without a lost record or a kill is unexcused", () => {
+    const run = (checked: boolean, leaks: boolean, faults: [string, number][]) =>
+      ({
+        preSweepViolations: checked ? [] : undefined,
+        preSweepLeaks: leaks ? [] : undefined,
+        faults: new Map(faults),
+      }) as unknown as ChaosResult;
+
+    expect(uncheckedWithoutCause(run(true, true, []))).toEqual([]);
+    expect(uncheckedWithoutCause(run(false, false, [["dropped", 1]]))).toEqual([]);
+    expect(uncheckedWithoutCause(run(true, false, [["crash", 2]]))).toEqual([]);
+    expect(uncheckedWithoutCause(run(false, false, [["throttle", 3]]))).toEqual([
+      "invariants 1-10 unchecked before the sweep, yet no record was lost",
+      "leaks unchecked before the sweep, yet no record was lost and nothing killed",
+    ]);
+    expect(uncheckedWithoutCause(run(true, false, []))).toEqual([
+      "leaks unchecked before the sweep, yet no record was lost and nothing killed",
     ]);
   });
 

@@ -1,36 +1,9 @@
 import type { DynamoDBRecord, DynamoDBStreamEvent } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { METRIC } from "../../functions/allocator/telemetry-names.ts";
-import type { LocalEmulator } from "../../tools/local/emulator.ts";
-import {
-  createWorld,
-  dataplane,
-  expectInvariants,
-  ingress,
-  startEmulator,
-  type World,
-} from "./harness.ts";
+import { dataplane, expectInvariants, ingress, worldsOnTheEngine } from "./harness.ts";
 
-let emulator: LocalEmulator;
-const worlds: World[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const world of worlds) world.close();
-  await emulator?.stop();
-});
-
-async function world(
-  env: Record<string, string> = {},
-  options: { now?: () => number } = {},
-): Promise<World> {
-  const created = await createWorld(emulator, env, options);
-  worlds.push(created);
-  return created;
-}
+const world = worldsOnTheEngine();
 
 describe("the allocator against the local engine with real stream records", () => {
   it("derives Kuma's service sets, ingress services going to the mesh they name", async () => {
@@ -250,7 +223,7 @@ describe("the allocator against the local engine with real stream records", () =
     // Collect the real stream records without processing them, then deliver them as four
     // concurrent invocations that touch overlapping meshes.
     const records: DynamoDBStreamEvent["Records"] = [];
-    const collector = await createWorld(emulator, {
+    const collector = await world({
       MESHES_TABLE: w.tables.meshes,
       DATAPLANES_TABLE: w.tables.dataplanes,
       VIPS_TABLE: `${w.tables.vips}-unused`,
@@ -258,7 +231,6 @@ describe("the allocator against the local engine with real stream records", () =
       VIP_INDEX_TABLE: `${w.tables.index}-unused`,
       VIP_CIDR: "10.1.0.0/24",
     });
-    worlds.push(collector);
     await collector.drain();
     for (const event of collector.delivered) records.push(...event.Records);
     const parts: DynamoDBStreamEvent[] = [0, 1, 2, 3].map((k) => ({

@@ -43,6 +43,20 @@ async function freshTables(extra: Record<string, string> = {}) {
 }
 
 const SHOP = "test/fixtures/kuma/apply/shop.yaml";
+/** Fresh tables with the shop fixture applied and drained, and the shop mesh's VIP item. */
+async function shopAllocated() {
+  const { env, run } = await freshTables();
+  await run(["apply", "-f", SHOP]);
+  await run(["drain"]);
+  const item = JSON.parse((await run(["get", "vips", "shop", "-o", "json"])).stdout) as {
+    vips: Record<string, string>;
+    hosts: Record<string, string>;
+    incarnation: string;
+    version: number;
+  };
+  return { env, run, item };
+}
+
 const lines = (...text: string[]) => `${text.join("\n")}\n`;
 
 describe("kumactl's habits", { timeout: 180_000 }, () => {
@@ -122,15 +136,7 @@ describe("kumactl's habits", { timeout: 180_000 }, () => {
   });
 
   it("inspects a mesh and lists the quarantine; says its version; helps per command", async () => {
-    const { run } = await freshTables();
-    await run(["apply", "-f", SHOP]);
-    await run(["drain"]);
-    const item = JSON.parse((await run(["get", "vips", "shop", "-o", "json"])).stdout) as {
-      vips: Record<string, string>;
-      hosts: Record<string, string>;
-      incarnation: string;
-      version: number;
-    };
+    const { run, item } = await shopAllocated();
 
     const inspected = parse((await run(["inspect", "mesh", "shop", "-o", "yaml"])).stdout);
     await run(["delete", "dataplane", "shop-1", "--mesh", "shop"]);
@@ -422,13 +428,7 @@ describe("honest results", { timeout: 240_000 }, () => {
   });
 
   it("exports ConfigMaps as current Kuma reads them, with hosts; the origin shape on request", async () => {
-    const { run } = await freshTables();
-    await run(["apply", "-f", SHOP]);
-    await run(["drain"]);
-    const item = JSON.parse((await run(["get", "vips", "shop", "-o", "json"])).stdout) as {
-      vips: Record<string, string>;
-      hosts: Record<string, string>;
-    };
+    const { run, item } = await shopAllocated();
 
     const kuma = JSON.parse((await run(["export", "--format", "kuma"])).stdout);
     const origin = JSON.parse((await run(["export", "--format", "kuma-origin"])).stdout);

@@ -6,34 +6,16 @@
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { GetCommand, PutCommand } from "@aws-sdk/lib-dynamodb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LocalEmulator } from "../../tools/local/emulator.ts";
+import { describe, expect, it } from "vitest";
 import {
-  createWorld,
   dataplane,
   expectInvariants,
-  startEmulator,
   type World,
   type WorldOptions,
+  worldsOnTheEngine,
 } from "./harness.ts";
 
-let emulator: LocalEmulator;
-const worlds: World[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const world of worlds) world.close();
-  await emulator?.stop();
-});
-
-async function world(env: Record<string, string> = {}, options: WorldOptions = {}) {
-  const created = await createWorld(emulator, env, options);
-  worlds.push(created);
-  return created;
-}
+const world = worldsOnTheEngine();
 
 /** Every own property name of `Object.prototype` that is a valid service name. */
 const PROTOTYPE_NAMES = Object.getOwnPropertyNames(Object.prototype).filter((name) =>

@@ -8,7 +8,7 @@
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   createDynamoClient,
   createRuntime,
@@ -16,7 +16,6 @@ import {
 } from "../../functions/allocator/runtime.ts";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import type { ServiceClaim } from "../../functions/store/ports.ts";
-import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import {
   type DataplaneItem,
   dataplaneRecord,
@@ -26,27 +25,10 @@ import {
 } from "../fixtures/builders.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { leakViolations } from "../fixtures/invariants.ts";
-import {
-  createWorld,
-  dataplane,
-  expectInvariants,
-  startEmulator,
-  type World,
-  type WorldOptions,
-} from "./harness.ts";
+import { dataplane, expectInvariants, type World, worldsOnTheEngine } from "./harness.ts";
 
-let emulator: LocalEmulator;
-const worlds: World[] = [];
+const world = worldsOnTheEngine();
 const CREDENTIALS = { accessKeyId: "test", secretAccessKey: "test" };
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const world of worlds) world.close();
-  await emulator?.stop();
-});
 
 /** Which requests a fault applies to: the command and its input. */
 type Match = (command: string, input: Record<string, unknown>) => boolean;
@@ -101,12 +83,6 @@ function holdOnce(client: DynamoDBClient, match: Match) {
   };
 }
 
-async function world(env: Record<string, string> = {}, options: WorldOptions = {}) {
-  const created = await createWorld(emulator, env, options);
-  worlds.push(created);
-  return created;
-}
-
 /** Changes the tables and returns the stream records they produce. */
 function records(w: World) {
   return {
@@ -159,31 +135,37 @@ const isItemWrite =
   (command, input) =>
     command === "PutItemCommand" && input.TableName === w()?.tables.vips;
 
+/** A world whose handler's requests that `matching` picks are throttled while `fault.armed`. */
+async function throttledWorld(matching: (w: () => World | undefined) => Match) {
+  let current: World | undefined;
+  const fault = { armed: false };
+  const w = await world(
+    {},
+    {
+      handlerClient: (client) =>
+        throttle(
+          client,
+          () => fault.armed,
+          matching(() => current),
+        ),
+    },
+  );
+  current = w;
+  return { w, fault };
+}
+
 describe("the event path without the sweep on the local engine, round 2", () => {
   it("1. passes a mesh whose lowest contributor's record write was throttled after its entries, when the retry removes it again", async () => {
     // Arrange: M lists web; the ingress (lowest id of M) starts advertising s, and its index
     // record write is throttled
-    let current: World | undefined;
-    let armed = false;
-    const w = await world(
-      {},
-      {
-        handlerClient: (client) =>
-          throttle(
-            client,
-            () => armed,
-            isIndexRecordPut(() => current),
-          ),
-      },
-    );
-    current = w;
+    const { w, fault } = await throttledWorld(isIndexRecordPut);
     const r = records(w);
     await w.invoke({ Records: [await r.mesh("M"), await r.put(dataplane("M", "web-1", ["web"]))] });
     const advertising = ingress("M", "a-ingress", [{ mesh: "M", service: "s" }]);
     const starts = await r.put(advertising);
-    armed = true;
+    fault.armed = true;
     const failed = await w.invoke({ Records: [starts] });
-    armed = false;
+    fault.armed = false;
     expect(failed.batchItemFailures).toHaveLength(1);
 
     // Act: another dataplane adds s (and skips); the ingress stops; the retry holds both
@@ -315,27 +297,14 @@ describe("the event path without the sweep on the local engine, round 2", () => 
 
   it("5. releases a new service whose item write was throttled after its claim when its dataplane is gone before the retry", async () => {
     // Arrange: M lists web; db-1 joins with db while every item write is throttled
-    let current: World | undefined;
-    let armed = false;
-    const w = await world(
-      {},
-      {
-        handlerClient: (client) =>
-          throttle(
-            client,
-            () => armed,
-            isItemWrite(() => current),
-          ),
-      },
-    );
-    current = w;
+    const { w, fault } = await throttledWorld(isItemWrite);
     const r = records(w);
     await w.invoke({ Records: [await r.mesh("M"), await r.put(dataplane("M", "web-1", ["web"]))] });
     const db = dataplane("M", "db-1", ["db"]);
     const joins = await r.put(db);
-    armed = true;
+    fault.armed = true;
     const failed = await w.invoke({ Records: [joins] });
-    armed = false;
+    fault.armed = false;
     expect(failed.batchItemFailures).toHaveLength(1);
     expect((await claimsOf(w)).find((claim) => claim.service === "db")?.meshes.has("M")).toBe(true);
 

@@ -1,7 +1,7 @@
 import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from "@aws-sdk/lib-dynamodb";
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from "aws-lambda";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { type AllocatorConfig, loadConfig } from "../../functions/allocator/config.ts";
 import { createStreamHandler, type StreamHandler } from "../../functions/allocator/handlers.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
@@ -12,6 +12,7 @@ import { prefixedTableEnv, type TableNames } from "../../functions/store/table-d
 import { decodeAllocatorItem } from "../../functions/store/vip-item-codec.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { type DrainReport, StreamPoller } from "../../tools/local/poller.ts";
+import { startTestEngine } from "../fixtures/engine.ts";
 import { InMemoryTelemetry } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations } from "../fixtures/invariants.ts";
 import { checkVipWrites } from "../fixtures/vip-item-schema.ts";
@@ -21,6 +22,31 @@ let counter = 0;
 
 /** The local engine of the test file (test/fixtures/engine.ts). */
 export { startTestEngine as startEmulator } from "../fixtures/engine.ts";
+
+/**
+ * The worlds of a test file: starts the file's engine before its tests, and after them closes
+ * every world made and stops the engine. Called once, at the top level of the file.
+ */
+export function worldsOnTheEngine(): (
+  env?: Record<string, string>,
+  options?: WorldOptions,
+) => Promise<World> {
+  let emulator: LocalEmulator | undefined;
+  const worlds: World[] = [];
+  beforeAll(async () => {
+    emulator = await startTestEngine();
+  });
+  afterAll(async () => {
+    for (const world of worlds) world.close();
+    await emulator?.stop();
+  });
+  return async (env = {}, options = {}) => {
+    if (emulator === undefined) throw new Error("no engine yet: make worlds inside the tests");
+    const created = await createWorld(emulator, env, options);
+    worlds.push(created);
+    return created;
+  };
+}
 
 export interface World {
   readonly tables: TableNames;

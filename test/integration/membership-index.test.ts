@@ -7,7 +7,7 @@
  */
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { recomputeMesh } from "../../functions/allocator/membership-index/recompute.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
@@ -15,28 +15,16 @@ import { DocumentClient } from "../../functions/store/document-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
-import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import {
-  createWorld,
   dataplane,
   expectInvariants,
   ingress,
-  startEmulator,
   type World,
   type WorldOptions,
+  worldsOnTheEngine,
 } from "./harness.ts";
 
-let emulator: LocalEmulator;
-const worlds: World[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const w of worlds) w.close();
-  await emulator?.stop();
-});
+const world = worldsOnTheEngine();
 
 /** Requests the handler sent, as "Command table". */
 function recordRequests(into: string[]): WorldOptions {
@@ -53,12 +41,6 @@ function recordRequests(into: string[]): WorldOptions {
       );
     },
   };
-}
-
-async function world(env: Record<string, string> = {}, options: WorldOptions = {}) {
-  const w = await createWorld(emulator, env, options);
-  worlds.push(w);
-  return w;
 }
 
 function ports(w: World) {

@@ -6,13 +6,23 @@
  * request; a throttle outlasts the SDK's retries; an invocation dies) through the real batch
  * step on the in-memory ports.
  */
+import type { DynamoDBRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { sweep } from "../../functions/allocator/sweep/sweep.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { dataplane, ingress, meshItem, meshRecord } from "../fixtures/builders.ts";
 import { Gate, type Operation, type Pause, yieldOnce } from "../fixtures/in-memory-ports.ts";
 import { invariantViolations, leakViolations } from "../fixtures/invariants.ts";
-import { createMesh, deleteMesh, deliver, indexWorld, put, remove, TABLES } from "./batch-world.ts";
+import {
+  createMesh,
+  deleteMesh,
+  deliver,
+  indexWorld,
+  put,
+  remove,
+  TABLES,
+  xGoesRThenSThenT,
+} from "./batch-world.ts";
 import type { World } from "./reconcile-world.ts";
 
 /** DynamoDB's answer once the SDK's own retries are spent. */
@@ -55,6 +65,22 @@ function allViolations(world: World): string[] {
     }),
     ...leakViolations(items, claims.services),
   ];
+}
+
+/**
+ * Pass A of M (the batch of `records`) gives c the address and writes M's item, and is held
+ * before it takes M off the waiting list; meanwhile d joins M, finds the range full and puts M
+ * on the list; then A goes on and its removal lands.
+ */
+async function dJoinsWhilePassAIsHeld(world: World, gate: Gate, records: DynamoDBRecord[]) {
+  const held = gate.holdNext("claims.setWaiting");
+  const a = deliver(world, records);
+  await held.reached;
+  expect(world.vipItems.peek("M")?.unallocated).toBeUndefined();
+  await deliver(world, [put(world, dataplane("M", "dp-d", ["d"]))]);
+  expect(Object.keys(world.vipItems.peek("M")?.unallocated ?? {})).toEqual(["d"]);
+  held.release();
+  await a;
 }
 
 describe("the event path without the sweep, round 2: the state kept beside the VIP item", () => {
@@ -108,14 +134,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     // before it takes M off the waiting list; meanwhile d joins M, finds the range full and
     // puts M on the list; then A's removal lands; then n2 leaves N
     const n2 = dataplane("N", "dp", ["n2"]);
-    const held = gate.holdNext("claims.setWaiting");
-    const a = deliver(world, [put(world, n2, n12)]);
-    await held.reached;
-    expect(world.vipItems.peek("M")?.unallocated).toBeUndefined();
-    await deliver(world, [put(world, dataplane("M", "dp-d", ["d"]))]);
-    expect(Object.keys(world.vipItems.peek("M")?.unallocated ?? {})).toEqual(["d"]);
-    held.release();
-    await a;
+    await dJoinsWhilePassAIsHeld(world, gate, [put(world, n2, n12)]);
     await deliver(world, [put(world, dataplane("N", "dp", []), n2)]);
 
     // Assert: the address n2 left went to d
@@ -145,14 +164,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
     // which gives c the address, writes the item and is held before it takes M off the list;
     // meanwhile d joins M, finds the range full and puts M on the list; A's removal lands.
     // Then n2 leaves N, its quarantine runs out, and another instance of a starts
-    const held = gate.holdNext("claims.setWaiting");
-    const a = deliver(world, [put(world, dataplane("M", "dp-a2", ["a"]))]);
-    await held.reached;
-    expect(world.vipItems.peek("M")?.unallocated).toBeUndefined();
-    await deliver(world, [put(world, dataplane("M", "dp-d", ["d"]))]);
-    expect(Object.keys(world.vipItems.peek("M")?.unallocated ?? {})).toEqual(["d"]);
-    held.release();
-    await a;
+    await dJoinsWhilePassAIsHeld(world, gate, [put(world, dataplane("M", "dp-a2", ["a"]))]);
     await deliver(world, [put(world, dataplane("N", "dp", []), n2)]);
     world.advance(61);
     await deliver(world, [put(world, dataplane("M", "dp-a3", ["a"]))]);
@@ -286,12 +298,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
   it("7. keeps a dataplane's newest record when a batch holds it before an older one (found by the chaos suite, seed 5001)", async () => {
     // Arrange: x goes r -> s -> t; only r's record was processed
     const world = indexWorld();
-    const r = dataplane("A", "x", ["r"]);
-    const s = dataplane("A", "x", ["s"]);
-    const t = dataplane("A", "x", ["t"]);
-    await deliver(world, [createMesh(world, "A"), put(world, r)]);
-    const toS = put(world, s, r);
-    const toT = put(world, t, s);
+    const { toS, toT } = await xGoesRThenSThenT(world);
 
     // Act: one batch with the newer record first (a batch put together from retried records)
     await deliver(world, [toT, toS]);

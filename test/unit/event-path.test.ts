@@ -11,7 +11,16 @@ import { VipPool } from "../../functions/domain/pool.ts";
 import type { MeshSource } from "../../functions/store/ports.ts";
 import { dataplane, meshItem, meshRecord } from "../fixtures/builders.ts";
 import { Gate } from "../fixtures/in-memory-ports.ts";
-import { createMesh, deleteMesh, deliver, indexWorld, put, remove, TABLES } from "./batch-world.ts";
+import {
+  createMesh,
+  deleteMesh,
+  deliver,
+  indexWorld,
+  put,
+  remove,
+  TABLES,
+  xGoesRThenSThenT,
+} from "./batch-world.ts";
 import type { World } from "./reconcile-world.ts";
 
 function violations(world: World): string[] {
@@ -69,12 +78,7 @@ describe("the event path without the sweep", () => {
     // Arrange: x goes r -> s -> t; only r's record was processed
     const gate = new Gate();
     const world = indexWorld({ pause: gate.pause });
-    const r = dataplane("A", "x", ["r"]);
-    const s = dataplane("A", "x", ["s"]);
-    const t = dataplane("A", "x", ["t"]);
-    await deliver(world, [createMesh(world, "A"), put(world, r)]);
-    const toS = put(world, s, r);
-    const toT = put(world, t, s);
+    const { toS, toT } = await xGoesRThenSThenT(world);
 
     // Act: P1 gets [t] and is held after reading the index; P2 gets the older [s] and runs
     // to the end; then P1 goes on

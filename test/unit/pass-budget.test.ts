@@ -12,7 +12,7 @@ import { CLAIM_CONCURRENCY } from "../../functions/allocator/pass/obtain-vip.ts"
 import { VipPool } from "../../functions/domain/pool.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { safetyViolations } from "../fixtures/invariants.ts";
-import { createMesh, indexWorld, put, TABLES } from "./batch-world.ts";
+import { createMesh, deliver, indexWorld, put } from "./batch-world.ts";
 import { meshWith, World } from "./reconcile-world.ts";
 
 const services = (count: number) =>
@@ -128,13 +128,7 @@ describe("a batch whose budget runs out", () => {
     );
 
     // Act
-    const response = await processBatch({ Records: records }, world.batchPorts(), {
-      ...world.batchSettings(),
-      tables: TABLES,
-      concurrency: 4,
-      budget,
-      handover,
-    });
+    const response = await deliver(world, records, { budget, handover });
 
     // Assert
     expect(response.batchItemFailures).toEqual([]);
@@ -158,13 +152,7 @@ describe("a batch whose budget runs out", () => {
     );
 
     // Act
-    const response = await processBatch({ Records: records }, world.batchPorts(), {
-      ...world.batchSettings(),
-      tables: TABLES,
-      concurrency: 4,
-      budget: spent(world),
-      handover,
-    });
+    const response = await deliver(world, records, { budget: spent(world), handover });
 
     // Assert: the lowest record of mesh a is retried
     expect(response.batchItemFailures).toEqual([

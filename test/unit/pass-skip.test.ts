@@ -95,6 +95,8 @@ describe("the mesh pass skipped when no presence changed", () => {
     const held = gate.holdNext("index.firstContributors");
     const late = deliver(world, [put(world, dataplane("A", "db-1", ["db"]))]);
     await held.reached;
+    const passes = world.passes.length;
+    const skipped = world.telemetry.total("PassesSkipped");
 
     // Act: db-2 is delivered meanwhile, finds db-1 first and skips; then db-1 goes on, finds
     // itself first and passes
@@ -103,7 +105,10 @@ describe("the mesh pass skipped when no presence changed", () => {
     held.release();
     await late;
 
-    // Assert
+    // Assert: of the two deliveries, one pass (db-1's, adding db) and one skip (db-2's)
+    const ran = world.passes.slice(passes).map((pass) => [pass.mesh, Object.keys(pass.added)]);
+    expect(ran).toEqual([["A", ["db"]]]);
+    expect(world.telemetry.total("PassesSkipped") - skipped).toBe(1);
     expect(listed(world, "A")).toEqual(["db", "web"]);
     expect(world.violations()).toEqual([]);
   });

@@ -2,7 +2,7 @@
  * A whole allocator on the in-memory ports: tables, VIP items, claims, a fake clock and a
  * recording telemetry, with `reconcile(mesh)` running the real application step.
  */
-import type { ReconcileDeps } from "../../functions/allocator/pass/deps.ts";
+import type { MeshOutcome, ReconcileDeps } from "../../functions/allocator/pass/deps.ts";
 import { reconcileMesh } from "../../functions/allocator/pass/reconcile-mesh.ts";
 import { externalServiceSet } from "../../functions/domain/external-service.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
@@ -44,6 +44,8 @@ export class World {
   readonly mode: "index" | "tables";
   readonly telemetry = new InMemoryTelemetry();
   readonly sleeps: number[] = [];
+  /** The outcome of every mesh pass a batch ran, in order (batch-world.ts's `deliver` records them). */
+  readonly passes: MeshOutcome[] = [];
   pool: VipPool;
   quarantineSeconds: number;
   nowMs = START_MS;

@@ -814,65 +814,48 @@ const PROTOTYPE_SERVICES = [
 ];
 
 describe("incremental passes (membership index) against the full recompute", () => {
-  it("agree with the full recompute and a rebuilt index, with redeliveries, crashes, concurrency and dropped records", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        scenarioArb({
-          services: MANY_SERVICES,
-          churn: true,
-          cidrs: ["10.0.0.0/28", "10.0.0.0/29"],
-          quarantines: [0, 30, 3600],
-          maxAdvanceSeconds: 120,
-          switchTo: [],
-          crashChances: [0, 0.2],
-          mode: "index",
-          drops: true,
-        }),
-        async (scenario) => {
-          // Act: the final drain of runScenario checks every item against the oracle (the
-          // service sets derived from the tables), before any full reconcile of ours.
-          const { world } = await runScenario(scenario);
+  it.each([
+    { mix: "dataplanes only", services: MANY_SERVICES, externalServices: false, numRuns: 60 },
+    {
+      mix: "external services and their hosts in the mix",
+      services: SERVICES,
+      externalServices: true,
+      numRuns: 40,
+    },
+  ])(
+    "agree with the full recompute and a rebuilt index, with redeliveries, crashes, concurrency and dropped records ($mix)",
+    async ({ services, externalServices, numRuns }) => {
+      await fc.assert(
+        fc.asyncProperty(
+          scenarioArb({
+            services,
+            churn: true,
+            cidrs: ["10.0.0.0/28", "10.0.0.0/29"],
+            quarantines: [0, 30, 3600],
+            maxAdvanceSeconds: 120,
+            switchTo: [],
+            crashChances: [0, 0.2],
+            mode: "index",
+            drops: true,
+            externalServices,
+          }),
+          async (scenario) => {
+            // Act: the final drain of runScenario checks every item against the oracle (the
+            // service sets derived from the tables), before any full reconcile of ours; with
+            // external services, they are put, changed and deleted among the rest.
+            const { world } = await runScenario(scenario);
 
-          // Assert
-          await assertIndexMatchesRebuild(world);
-          assertInvariants(world);
-          assertNoLeaks(world);
-          await assertIdempotent(world);
-        },
-      ),
-      { numRuns: 60 },
-    );
-  });
-
-  it("agree with the full recompute and a rebuilt index with external services and their hosts in the mix", async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        scenarioArb({
-          services: SERVICES,
-          churn: true,
-          cidrs: ["10.0.0.0/28", "10.0.0.0/29"],
-          quarantines: [0, 30, 3600],
-          maxAdvanceSeconds: 120,
-          switchTo: [],
-          crashChances: [0, 0.2],
-          mode: "index",
-          drops: true,
-          externalServices: true,
-        }),
-        async (scenario) => {
-          // Act: as above, with external services put, changed and deleted among the rest.
-          const { world } = await runScenario(scenario);
-
-          // Assert
-          await assertIndexMatchesRebuild(world);
-          assertInvariants(world);
-          assertNoLeaks(world);
-          await assertIdempotent(world);
-        },
-      ),
-      { numRuns: 40 },
-    );
-  });
+            // Assert
+            await assertIndexMatchesRebuild(world);
+            assertInvariants(world);
+            assertNoLeaks(world);
+            await assertIdempotent(world);
+          },
+        ),
+        { numRuns },
+      );
+    },
+  );
 
   it("skip only the passes no presence change needs, with crashes at every point between the index update and the item write", async () => {
     // Few services, shared by several dataplanes: most events change no service's presence
