@@ -150,6 +150,14 @@ export class VipPool {
  * answer or sidecar config cannot reach the wrong service.
  */
 
+/**
+ * Whether an address released now is free for another service at once (no quarantine): then a
+ * pass that frees one wakes the meshes waiting for an address.
+ */
+export function freedAtOnce(quarantineSeconds: number): boolean {
+  return quarantineSeconds === 0;
+}
+
 /** The latest release time whose quarantine is over at `nowMs`. */
 export function reclaimCutoffMs(nowMs: number, quarantineSeconds: number): number {
   return nowMs - quarantineSeconds * 1000;

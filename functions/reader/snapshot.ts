@@ -4,6 +4,7 @@
  * collection keyed by a service or mesh name is a Map.
  */
 import ipaddr from "ipaddr.js";
+import { hostEntry } from "../domain/hosts.ts";
 import type { PlainRecord } from "../store/attribute-values.ts";
 import { decodeVipItem } from "../store/vip-item-codec.ts";
 
@@ -82,7 +83,10 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
     return { issues: [{ mesh, version, reason: `cannot decode the item: ${detail}` }] };
   }
   const issues: MalformedItem[] = [];
-  const addresses = (entries: Readonly<Record<string, string>>, prefix: string) => {
+  const addresses = (
+    entries: Readonly<Record<string, string>>,
+    entryOf: (name: string) => string,
+  ) => {
     const out = new Map<string, string>();
     for (const name of Object.keys(entries)) {
       const text = entries[name] as string;
@@ -91,7 +95,7 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
         issues.push({
           mesh,
           version,
-          service: `${prefix}${name}`,
+          service: entryOf(name),
           reason: `VIP ${JSON.stringify(text)} is not an address`,
         });
       } else {
@@ -100,8 +104,8 @@ export function meshViewOf(raw: PlainRecord): { view?: MeshView; issues: Malform
     }
     return out;
   };
-  const vips = addresses(decoded.vips, "");
-  const hosts = addresses(decoded.hosts ?? {}, "host/");
+  const vips = addresses(decoded.vips, (name) => name);
+  const hosts = addresses(decoded.hosts ?? {}, hostEntry);
   const unallocated = new Map(Object.entries(decoded.unallocated ?? {}));
   const unallocatedHosts = new Map(Object.entries(decoded.unallocatedHosts ?? {}));
   return {

@@ -244,6 +244,39 @@ describe("the repair sweep", () => {
     expect(world.telemetry.repairs).toEqual([]);
   });
 
+  it("predicts with --dry-run a VIP its claim moved elsewhere, as the pass then renumbers it", async () => {
+    // Arrange: shop lists web; web's claim then moves to another address of the range (a
+    // renumbering shop's item was not written with).
+    const { world } = crashableWorld({ cidr: "240.0.0.0/29" });
+    world.source.putMesh("shop");
+    world.source.putDataplane(dataplane("shop", "web-1", ["web"]));
+    await run(world);
+    const listed = world.vipItems.all()[0]?.vips.web as string;
+    const to = listed === "240.0.0.5" ? "240.0.0.6" : "240.0.0.5";
+    const claim = world.claims.serviceClaim("web");
+    const membership = claim?.meshes.get("shop");
+    await world.claims.claimAddress({
+      service: "web",
+      candidate: { vip: to, offset: BigInt(Number(to.split(".")[3])) },
+      mesh: "shop",
+      membership: membership ?? { incarnation: "-", version: 0 },
+      nowMs: world.nowMs,
+      reclaimCutoffMs: 0,
+      moveFrom: listed,
+    });
+
+    // Act
+    const dry = await run(world, { dryRun: true });
+    const live = await run(world);
+
+    // Assert
+    const renumbered = (repairs: readonly { kind: string; service?: string; detail?: unknown }[]) =>
+      repairs.filter((r) => r.kind === "item-renumbered" && r.service === "web");
+    expect(renumbered(dry.repairs).map((r) => r.detail)).toEqual([{ from: listed, to }]);
+    expect(renumbered(live.repairs)).toHaveLength(1);
+    expect(world.vipItems.all()[0]?.vips.web).toBe(to);
+  });
+
   it("stops at its deadline, stores its position, and the next invocation finishes the cycle", async () => {
     // Arrange: each request takes a second of the fake clock; the budget is 20 s past the margin.
     const { world } = crashableWorld();

@@ -1,5 +1,4 @@
-import type { VipPool } from "../../domain/pool.ts";
-import { reclaimCutoffMs } from "../../domain/pool.ts";
+import { freedAtOnce, reclaimCutoffMs, type VipPool } from "../../domain/pool.ts";
 import type { AddressCandidate, ClaimsPort, PoolPort } from "../../store/ports.ts";
 
 /**
@@ -152,7 +151,7 @@ export class AddressFinder {
    * candidate found goes back for the next caller).
    */
   async anyFree(): Promise<boolean> {
-    if (this.quarantineSeconds === 0) this.freedSinceCycle = true;
+    if (freedAtOnce(this.quarantineSeconds)) this.freedSinceCycle = true;
     const candidate = await this.next();
     if (candidate === undefined) return false;
     this.returned(candidate);
@@ -161,7 +160,7 @@ export class AddressFinder {
 
   /** A service was released during this invocation: with no quarantine its address is free. */
   freed(): void {
-    if (this.quarantineSeconds === 0) this.freedSinceCycle = true;
+    if (freedAtOnce(this.quarantineSeconds)) this.freedSinceCycle = true;
   }
 
   private settle(): void {

@@ -1,5 +1,6 @@
 import { VersionConflictError, VipItemTooLargeError } from "../../domain/errors.ts";
 import { buildContent, sameContent } from "../../domain/plan.ts";
+import { freedAtOnce } from "../../domain/pool.ts";
 import { own, recordOf } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type { ItemRevision } from "../../store/ports.ts";
@@ -137,7 +138,8 @@ export async function commitItem(
   // this pass neither checks its inputs again nor goes round (decision 160).
   if (claimed.deferred) return { outcome: written, settled: true };
   // With no quarantine, addresses released just now can serve the unallocated right away.
-  const freedForWaiting = released > 0 && unallocated.size > 0 && deps.quarantineSeconds === 0;
+  const freedForWaiting =
+    released > 0 && unallocated.size > 0 && freedAtOnce(deps.quarantineSeconds);
   // The write listed unallocated services and the mesh is on the waiting list (above): a pass
   // that released an address and read the list before this mesh was on it woke no one, so the
   // range is read once more. Either that release is seen here (the pass goes round and takes
@@ -146,7 +148,7 @@ export async function commitItem(
   const missedWake =
     !freedForWaiting &&
     unallocated.size > 0 &&
-    deps.quarantineSeconds === 0 &&
+    freedAtOnce(deps.quarantineSeconds) &&
     (await finder.anyFree());
   const fresh = await inputsStill(mesh, deps, true, services);
   return { outcome: written, settled: fresh && !freedForWaiting && !missedWake };
@@ -241,7 +243,7 @@ export async function waitingAndWake(
 ): Promise<string[]> {
   if (now) await deps.claims.setWaiting(mesh, { waiting: true, item });
   else if (was || deps.waitingEntry !== undefined) await leaveWaiting(mesh, deps, item);
-  if (released === 0 || deps.quarantineSeconds !== 0) return [];
+  if (released === 0 || !freedAtOnce(deps.quarantineSeconds)) return [];
   return (await deps.claims.getWaiting()).filter((other) => other !== mesh);
 }
 

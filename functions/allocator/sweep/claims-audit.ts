@@ -1,3 +1,4 @@
+import { freedAtOnce, reclaimCutoffMs } from "../../domain/pool.ts";
 import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type { AddressClaim, ServiceClaim } from "../../store/ports.ts";
@@ -245,7 +246,7 @@ export class ClaimsAudit {
    */
   async sweepAddress(address: AddressClaim): Promise<boolean> {
     const { ports, settings, strong } = this.run;
-    const cutoff = settings.now() - settings.quarantineSeconds * 1000;
+    const cutoff = reclaimCutoffMs(settings.now(), settings.quarantineSeconds);
     if (address.releasedAt !== undefined && address.releasedAt > cutoff) return true;
     if (address.releasedAt === undefined && address.former !== true) return true;
     const seen = await ports.claims.getServices([address.owner], strong);
@@ -292,7 +293,7 @@ export class ClaimsAudit {
     const { run } = this;
     const { corrector } = run;
     const free =
-      corrector.dropped > 0 || (corrector.freed > 0 && run.settings.quarantineSeconds === 0);
+      corrector.dropped > 0 || (corrector.freed > 0 && freedAtOnce(run.settings.quarantineSeconds));
     if (!free) return;
     await corrector.withOwnFinder(async (finder) => {
       for (const mesh of await run.ports.claims.getWaiting()) run.woken.add(mesh);

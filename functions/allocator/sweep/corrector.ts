@@ -1,5 +1,5 @@
 import { dataplaneId } from "../../domain/contributions.ts";
-import { exhaustedReason } from "../../domain/plan.ts";
+import { alignWithClaims, exhaustedReason, planMesh } from "../../domain/plan.ts";
 import type { VipPool } from "../../domain/pool.ts";
 import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
@@ -239,21 +239,28 @@ export class DryCorrector implements Corrector {
   /**
    * What a pass would change, from the item and the service set the tables give (what the index
    * holds once the run repairs it; a dry run repairs nothing, so the index may still lack it),
-   * with the VIP each service needing one would get (its claim's, a fresh one) or that it would
-   * get none (decision 145).
+   * planned as the pass plans it: `planMesh`, then `alignWithClaims` against the services'
+   * claims after renumberings (a listed VIP that is not its claim's is renumbered), with the VIP each service needing one would get (its claim's, a fresh one)
+   * or that it would get none (decision 145).
    */
   async passMesh(mesh: string): Promise<PassRepairs> {
     const item = await this.ports.vipItems.get(mesh);
     const wanted = (await this.tables.read(mesh, item, 1)).services;
-    const inRange = (service: string) => {
-      const vip = own(item?.vips, service);
-      return vip !== undefined && this.pool.canonical(vip) !== undefined;
-    };
-    const predictions = await this.allocation.predict(wanted.filter((s) => !inRange(s)));
-    const unallocated = [...predictions]
-      .filter(([, prediction]) => "unallocated" in prediction)
-      .map(([service]) => service);
+    const first = planMesh(item, wanted, this.pool);
+    // As the pass: after renumberings the item's was not written with, its VIPs are checked
+    // against their claims.
+    const verify =
+      item !== undefined && item.renumberings !== (await this.ports.claims.getRenumberings());
+    const claims = verify ? await this.ports.claims.getServices([...first.keep.keys()]) : new Map();
+    const plan = alignWithClaims(
+      first,
+      new Map([...claims].map(([service, claim]) => [service, claim.vip])),
+    );
+    const predictions = await this.allocation.predict(plan.needed);
     if (item === undefined) {
+      const unallocated = [...predictions]
+        .filter(([, prediction]) => "unallocated" in prediction)
+        .map(([service]) => service);
       const detail = {
         services: wanted.length,
         ...(unallocated.length > 0 ? { unallocated } : {}),
@@ -261,10 +268,10 @@ export class DryCorrector implements Corrector {
       return { repairs: [{ kind: "item-missing", mesh, detail }], wake: [] };
     }
     const repairs: Repair[] = [];
-    const want = new Set(wanted);
-    for (const service of wanted) {
+    for (const service of plan.needed) {
       const prediction = predictions.get(service);
-      if (own(item.vips, service) === undefined) {
+      const from = plan.outOfRange.get(service);
+      if (from === undefined) {
         // New to the item, or listed as unallocated and now given an address.
         const waiting = own(item.unallocated, service) !== undefined;
         if (waiting && prediction !== undefined && "unallocated" in prediction) continue;
@@ -274,20 +281,16 @@ export class DryCorrector implements Corrector {
           service,
           detail: predictionDetail(prediction),
         });
-      } else if (!inRange(service)) {
-        const to = prediction !== undefined && "vip" in prediction ? { to: prediction.vip } : {};
-        const none =
-          prediction !== undefined && "unallocated" in prediction
-            ? { unallocated: prediction.unallocated }
-            : {};
-        repairs.push({
-          kind: "item-renumbered",
-          mesh,
-          service,
-          detail: { from: item.vips[service], ...to, ...none },
-        });
+        continue;
       }
+      const to = prediction !== undefined && "vip" in prediction ? { to: prediction.vip } : {};
+      const none =
+        prediction !== undefined && "unallocated" in prediction
+          ? { unallocated: prediction.unallocated }
+          : {};
+      repairs.push({ kind: "item-renumbered", mesh, service, detail: { from, ...to, ...none } });
     }
+    const want = new Set(wanted);
     for (const service of listedServices(item)) {
       if (!want.has(service)) repairs.push({ kind: "item-services-removed", mesh, service });
     }
