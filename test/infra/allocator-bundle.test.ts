@@ -28,6 +28,13 @@ test("bundles the real handler with the construct's esbuild options", async () =
   const inputs = Object.keys(result.metafile.inputs);
   expect(inputs.some((path) => path.includes("node_modules/@aws-sdk/client-dynamodb/"))).toBe(true);
 
+  // The function's own code is at most 50 of the repository's files (issue 31's bound; the
+  // tools, the construct and the reader library stay out of it).
+  const own = inputs.filter((path) => !path.includes("node_modules/"));
+  expect(own.length).toBeGreaterThan(20);
+  expect(own.length).toBeLessThanOrEqual(50);
+  expect(own.filter((path) => !path.startsWith("functions/"))).toEqual([]);
+
   // No CommonJS `require` shim: an ESM bundle would throw "Dynamic require of ... is not
   // supported" at run time. If this fails, add a createRequire banner (infra/allocator-bundling.ts).
   expect(code).not.toContain("Dynamic require of");
