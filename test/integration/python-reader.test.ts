@@ -110,11 +110,12 @@ describe("the Python reader (examples/python, boto3)", () => {
     });
     expect(hosts.get("constructor.example.com")).toMatchObject({ meshes: ["large-edge"] });
     expect(hosts.get("web")).toMatchObject({ vip: "240.0.0.24" });
-    // `web` is a service of five meshes (three say 240.0.0.0; ties by text) and a host of one.
+    // `web` is a service of six meshes (three say 240.0.0.0; ties by text) and a host of one.
     expect(new Map(node.services).get("web")).toMatchObject({
       vip: "240.0.0.0",
       addresses: [
         { vip: "240.0.0.0", meshes: ["default", "future", "shrinking"] },
+        { vip: "240.0.0.1", meshes: ["growing"] },
         { vip: "240.0.0.20", meshes: ["edge"] },
         { vip: "fd00:ab::", meshes: ["six"] },
       ],

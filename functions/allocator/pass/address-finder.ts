@@ -51,6 +51,29 @@ export class AddressFinder {
     if (this.reads === 0) this.window = Math.min(MAX_WINDOW, Math.max(this.window, count));
   }
 
+  /** Claims of a service under way in this invocation (its meshes' passes share the finder). */
+  private readonly claiming = new Map<string, Promise<unknown>>();
+
+  /**
+   * Runs `claim` for `service` once any claim of the same service this invocation has under
+   * way is done (`waited`: there was one, so the service's claim must be read again). Two
+   * meshes of one invocation then never claim one new service with two candidates, which left
+   * the loser's candidate a hole when no later service needed it.
+   */
+  async oneClaimAtATime<T>(service: string, claim: (waited: boolean) => Promise<T>): Promise<T> {
+    const before = this.claiming.get(service);
+    const run = (async () => {
+      if (before !== undefined) await before.catch(() => undefined);
+      return await claim(before !== undefined);
+    })();
+    this.claiming.set(service, run);
+    try {
+      return await run;
+    } finally {
+      if (this.claiming.get(service) === run) this.claiming.delete(service);
+    }
+  }
+
   /** The next candidate, or undefined when the range has no free address. */
   async next(): Promise<AddressCandidate | undefined> {
     for (;;) {

@@ -25,11 +25,20 @@ const CLAIM_ATTEMPTS = 8;
  * address claimed for it. Undefined when the range is exhausted.
  */
 export async function obtainVip(service: string, ctx: ObtainContext): Promise<string | undefined> {
+  return await ctx.finder.oneClaimAtATime(service, (waited) => claimOnce(service, ctx, waited));
+}
+
+async function claimOnce(
+  service: string,
+  ctx: ObtainContext,
+  waited: boolean,
+): Promise<string | undefined> {
   const { deps, finder, mesh, membership } = ctx;
   let claim = ctx.prefetched.get(service);
   let checkedWhenNone = false;
   for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-    if (attempt > 0) claim = (await deps.claims.getServices([service])).get(service);
+    // After another pass's claim of this service, or a lost attempt: its claim as it is now.
+    if (attempt > 0 || waited) claim = (await deps.claims.getServices([service])).get(service);
     if (claim !== undefined) {
       const vip = deps.pool.canonical(claim.vip);
       if (vip !== undefined) {
