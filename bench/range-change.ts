@@ -120,6 +120,7 @@ async function pass(
       client,
       timeoutSeconds,
       telemetry,
+      onOutcome,
       onNote: (t) => console.error(t),
     });
     try {
