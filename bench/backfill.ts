@@ -46,8 +46,9 @@ class StampedTelemetry extends InMemoryTelemetry {
   readonly endedAt: number[] = [];
   override info(message: string, data?: Record<string, unknown>): void {
     super.info(message, data);
-    if (message === "sweep invocation finished")
-      this.endedAt.push((performance.now() - this.since) / 1000);
+    if (message !== "sweep invocation finished") return;
+    this.endedAt.push((performance.now() - this.since) / 1000);
+    console.error(`${this.endedAt.at(-1)?.toFixed(0)} s: ${JSON.stringify(data)}`);
   }
 }
 
