@@ -263,7 +263,7 @@ function backfillTable(): string[] {
   const rows = runs.map((r) => {
     const [read, write] = [r.readUnits / r.dataplanes, r.writeUnits / r.dataplanes];
     const dollars = usd((perMillion(read, write) * 100_000) / 1e6);
-    const units = [r.readUnits, r.writeUnits].map((u) => u.toFixed(0));
+    const units = [r.readUnits, r.writeUnits].map((u) => Math.round(u).toLocaleString("en-US"));
     return [
       r.dataplanes.toLocaleString("en-US"),
       String(r.meshes),
@@ -275,7 +275,7 @@ function backfillTable(): string[] {
   });
   const header = ["dataplanes", "meshes", "read units", "write units", "read / dataplane"];
   return [
-    "The backfill onto existing tables, once per deployment (bench/results/backfill-N-metered.json; 10 dataplanes per service; the last column assumes the units grow with the dataplanes):",
+    "The backfill onto existing tables, once per deployment (bench/results/backfill-N-metered.json; 10 dataplanes per service; the last column assumes the units grow with the dataplanes). An upper bound: the meter slows the run, so it takes more invocations than the function would, and each invocation scans the dataplanes table for ingresses again:",
     "",
     table([...header, "write / dataplane", "$ per 100,000 dataplanes"], Array(7).fill("r"), rows),
   ];
