@@ -8,7 +8,7 @@
  * wall time, timeouts, failures, requests by operation and, with `--metered`, capacity units
  * (bench/cost-meter.ts; its side reads slow the run, so the time of a metered run is not the
  * function's). Every invariant is checked after.
- * Results: bench/results/backfill-N.{md,json}.
+ * Results: bench/results/backfill-N.{md,json,svg}.
  *
  *   npx tsx bench/backfill.ts [MESHES] [DATAPLANES_PER_MESH] [TIMEOUT] [--metered]
  */
@@ -31,6 +31,7 @@ import { CostMeter } from "./cost-meter.ts";
 import { kubernetesDataplane } from "./kubernetes-dataplane.ts";
 import { RequestCounter } from "./request-counter.ts";
 import { seedTables } from "./seed-tables.ts";
+import { renderChart } from "./svg-chart.ts";
 
 const args = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
 const METERED = process.argv.includes("--metered");
@@ -38,6 +39,18 @@ const MESHES = Number(args[0] ?? 100);
 const PER_MESH = Number(args[1] ?? 1000);
 const TIMEOUT = Number(args[2] ?? 60);
 const TOTAL = MESHES * PER_MESH;
+
+/** The sweep handler's summary lines, each stamped with the wall seconds when it was written. */
+class StampedTelemetry extends InMemoryTelemetry {
+  since = performance.now();
+  readonly endedAt: number[] = [];
+  override info(message: string, data?: Record<string, unknown>): void {
+    super.info(message, data);
+    if (message !== "sweep invocation finished") return;
+    this.endedAt.push((performance.now() - this.since) / 1000);
+    console.error(`${this.endedAt.at(-1)?.toFixed(0)} s: ${JSON.stringify(data)}`);
+  }
+}
 
 const emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
@@ -64,7 +77,7 @@ try {
   counter.install(client);
   const meter = METERED ? new CostMeter(raw) : undefined;
   meter?.install(client);
-  const telemetry = new InMemoryTelemetry();
+  const telemetry = new StampedTelemetry();
   const fn = new LocalFunction(config, {
     client,
     timeoutSeconds: TIMEOUT,
@@ -72,6 +85,7 @@ try {
     onNote: (text) => console.error(text),
   });
   const started = performance.now();
+  telemetry.since = started;
   fn.invokeAsync({ vipAllocator: "backfill" });
   await fn.idle();
   // A chain of continuations ends after 15 (decision 160); the sweep schedule's next tick then
@@ -117,7 +131,10 @@ try {
     requests: counter.total(),
     byOperation: Object.fromEntries(counter.byOperation),
     ...(cost !== undefined ? { readUnits: cost.readUnits, writeUnits: cost.writeUnits } : {}),
-    perInvocation: invocations.map((line) => line.data),
+    perInvocation: invocations.map((line, i) => ({
+      ...line.data,
+      endedAtSeconds: telemetry.endedAt[i],
+    })),
     load: loadavg(),
   };
   const name = `bench/results/backfill-${TOTAL}${METERED ? "-metered" : ""}`;
@@ -136,14 +153,39 @@ try {
     "",
     "Per invocation (the sweep handler's summary):",
     "",
-    ...invocations.map((line, i) => `${i + 1}. ${JSON.stringify(line.data)}`),
+    ...result.perInvocation.map((data, i) => `${i + 1}. ${JSON.stringify(data)}`),
+    "",
+    `![progress](${name.split("/").pop()}.svg)`,
     "",
   ];
   mkdirSync("bench/results", { recursive: true });
   writeFileSync(`${name}.md`, lines.join("\n"));
   writeFileSync(`${name}.json`, `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(`${name}.svg`, progressChart(result.perInvocation));
   console.log(lines.join("\n"));
 } finally {
   raw.destroy();
   await emulator.stop();
+}
+
+/** Index records written and meshes passed, summed over the invocations, against wall time. */
+function progressChart(
+  perInvocation: ReadonlyArray<Record<string, unknown> & { endedAtSeconds?: number }>,
+): string {
+  let records = 0;
+  let meshesPassed = 0;
+  const points = perInvocation.map((data) => {
+    records += Number(data.indexRecordsWritten ?? 0);
+    meshesPassed += Number(data.meshes ?? 0);
+    return { x: data.endedAtSeconds ?? 0, records, meshesPassed };
+  });
+  return renderChart({
+    title: `Backfill of ${TOTAL.toLocaleString("en")} dataplanes, ${TIMEOUT} s timeout`,
+    xLabel: "wall seconds at the end of each invocation",
+    yLabel: "summed over the invocations so far",
+    series: [
+      { name: "index records written", points: points.map((p) => ({ x: p.x, y: p.records })) },
+      { name: "meshes passed", points: points.map((p) => ({ x: p.x, y: p.meshesPassed })) },
+    ],
+  });
 }

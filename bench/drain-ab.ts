@@ -6,7 +6,7 @@
  * same poller (this tree's) delivers the records; each handler gets an SDK client of its own
  * tree whose requests are counted by operation and table. Timed drains (counting only)
  * alternate A, B, B, A; then one metered drain each (bench/cost-meter.ts: capacity units).
- * Results: bench/results/drain-ab-10000.{md,json}.
+ * Results: bench/results/drain-ab-10000.{md,json,svg}.
  *
  *   npx tsx bench/drain-ab.ts [OLD_TREE] [DATAPLANES] [MESHES]
  */
@@ -29,6 +29,7 @@ import { clientConfig } from "../tools/local/aws-clients.ts";
 import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { StreamPoller } from "../tools/local/poller.ts";
 import { CostMeter } from "./cost-meter.ts";
+import { renderChart } from "./svg-chart.ts";
 
 const OLD_TREE = resolve(process.argv[2] ?? "/work/wt-dde0ceb");
 const NEW_TREE = resolve(import.meta.dirname, "..");
@@ -254,10 +255,29 @@ function report(): void {
       return `| ${op} | ${av.toFixed(0)} | ${bv.toFixed(0)} | ${(bv - av).toFixed(0)} |`;
     }),
     "",
+    `![drains](drain-ab-${DATAPLANES}.svg)`,
+    "",
   ];
   mkdirSync("bench/results", { recursive: true });
   const name = `bench/results/drain-ab-${DATAPLANES}`;
   writeFileSync(`${name}.md`, lines.join("\n"));
   writeFileSync(`${name}.json`, `${JSON.stringify(drains, null, 2)}\n`);
+  const timed = (label: string) =>
+    drains.flatMap((d, i) => (d.tree === label && !d.metered ? [{ x: i + 1, d }] : []));
+  writeFileSync(
+    `${name}.svg`,
+    renderChart({
+      title: `Drain of ${DATAPLANES.toLocaleString("en")} fresh dataplanes, A/B`,
+      xLabel: "timed drain, in run order",
+      yLabel: "per drain",
+      series: [a, b].flatMap((label) => [
+        { name: `${label}: wall s`, points: timed(label).map(({ x, d }) => ({ x, y: d.seconds })) },
+        {
+          name: `${label}: requests / 100`,
+          points: timed(label).map(({ x, d }) => ({ x, y: d.requests / 100 })),
+        },
+      ]),
+    }),
+  );
   console.log(lines.join("\n"));
 }

@@ -28,9 +28,9 @@ import { clientConfig } from "../tools/local/aws-clients.ts";
 import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { LocalFunction } from "../tools/local/local-function.ts";
 import { kubernetesDataplane } from "./kubernetes-dataplane.ts";
+import { rangeChangeChart } from "./range-change-chart.ts";
 import { RequestCounter } from "./request-counter.ts";
 import { seedTables } from "./seed-tables.ts";
-import { renderChart } from "./svg-chart.ts";
 
 const SERVICES = Number(process.argv[2] ?? 20_000);
 const TIMEOUTS = (process.argv[3] ?? "60,15").split(",").map(Number);
@@ -120,6 +120,7 @@ async function pass(
       client,
       timeoutSeconds,
       telemetry,
+      onOutcome,
       onNote: (t) => console.error(t),
     });
     try {
@@ -207,5 +208,6 @@ function report(): void {
     `bench/results/range-change-${SERVICES}.json`,
     `${JSON.stringify(runs, null, 2)}\n`,
   );
+  writeFileSync(`bench/results/range-change-${SERVICES}.svg`, rangeChangeChart(SERVICES, runs));
   console.log(lines.join("\n"));
 }

@@ -290,7 +290,7 @@ function report(results: Row[]): void {
     [
       `# A restart storm on one mesh of ${N.toLocaleString("en")} dataplanes`,
       "",
-      `Run ${new Date().toISOString()} with \`npm run bench:storm -- ${N} ${LEVELS.join(",")}\` on ${machine}.`,
+      `Run ${new Date().toISOString()} with \`${NAME === "storm" ? "" : `BENCH_NAME=${NAME} `}npm run bench:storm -- ${process.argv.slice(2).join(" ")}\` on ${machine}.`,
       "",
       `One mesh of ${N.toLocaleString("en")} dataplanes (${(N / 10).toLocaleString("en")} services, 10 each; set-up ${setupSeconds.toFixed(0)} s). Each run restarts every`,
       "dataplane (its pod deleted, a pod with a new name inserted: 2 records) and inserts 2% more",

@@ -1,11 +1,12 @@
 /**
  * `npm run docs:costs`: the cost tables of docs/measurements.md ("What it costs in money"),
- * generated from the committed bench results (bench/results/event-cost.json, sweep-cost.json)
+ * generated from the committed bench results (bench/results/event-cost.json,
+ * event-cost-100000.json, sweep-cost.json, backfill-*-metered.json)
  * and the prices below, written between the markers `<!-- cost-tables:begin -->` and
  * `<!-- cost-tables:end -->`. test/unit/cost-tables.test.ts checks that the docs hold exactly
  * this output. Nothing here is measured; every unit comes from the results files.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -102,11 +103,18 @@ function mix(run: EventCost, share: number): { read: number; write: number } {
   };
 }
 
+/** The event-cost results this model uses: up to 10,000 dataplanes, and at 100,000. */
+const EVENT_RESULTS = ["event-cost.json", "event-cost-100000.json"] as const;
+
+function eventResults<T extends EventCost>(): T[] {
+  return EVENT_RESULTS.flatMap(
+    (file) => JSON.parse(readFileSync(`${root}bench/results/${file}`, "utf8")) as T[],
+  );
+}
+
 /** The markdown between the markers. */
 export function costTables(): string {
-  const events = JSON.parse(
-    readFileSync(`${root}bench/results/event-cost.json`, "utf8"),
-  ) as EventCost[];
+  const events = eventResults<EventCost>();
   const sweeps = JSON.parse(
     readFileSync(`${root}bench/results/sweep-cost.json`, "utf8"),
   ) as SweepCost[];
@@ -114,7 +122,7 @@ export function costTables(): string {
   const sizes = [...new Set(runs.map((r) => r.dataplanes))].sort((a, b) => a - b);
   const run = (size: number, delivery: string) => {
     const found = runs.find((r) => r.dataplanes === size && r.delivery === delivery);
-    if (!found) throw new Error(`bench/results/event-cost.json: no ${delivery} run at ${size}`);
+    if (!found) throw new Error(`bench/results/event-cost*.json: no ${delivery} run at ${size}`);
     return found;
   };
   const largest = sizes.at(-1) ?? 0;
@@ -127,7 +135,7 @@ export function costTables(): string {
       `$${PRICES.perDashboardMonth} per dashboard and month; KMS $${PRICES.perKmsKeyMonth} per key ` +
       `and month; CloudWatch Logs $${PRICES.perLogGb} per GB ingested. A month is ${MONTH_S.toLocaleString("en-US")} s.`,
     "",
-    "Units per event by kind, one record per invocation (`single`) and batches of 100 (`batch100`), measured (bench/results/event-cost.json):",
+    "Units per event by kind, one record per invocation (`single`) and batches of 100 (`batch100`), measured (bench/results/event-cost.json, event-cost-100000.json):",
     "",
   );
   const kindRows: string[][] = [];
@@ -191,7 +199,10 @@ export function costTables(): string {
     "What an allocator costs standing still (default props; whatever the traffic):",
     "",
   );
-  const sweepReads = sweeps.find((s) => s.dataplanes === largest && s.detection === "eventual");
+  // The sweep was measured up to 10,000 dataplanes: its largest measurement, named as such.
+  const sweepReads = sweeps
+    .filter((s) => s.dataplanes <= largest && s.detection === "eventual")
+    .sort((a, b) => b.dataplanes - a.dataplanes)[0];
   const logGb = (FIXED.sweepInvocationsPerMonth * FIXED.logBytesPerSweepInvocation) / 1e9;
   const fixedRows: [string, number][] = [
     [
@@ -212,7 +223,7 @@ export function costTables(): string {
   if (sweepReads) {
     const cycles = FIXED.sweepInvocationsPerMonth;
     fixedRows.push([
-      `repair sweep reads at ${largest.toLocaleString("en-US")} dataplanes (${sweepReads.readUnits} read units a cycle, measured, every 15 minutes)`,
+      `repair sweep reads at ${sweepReads.dataplanes.toLocaleString("en-US")} dataplanes (${sweepReads.readUnits} read units a cycle, measured, every 15 minutes)`,
       (sweepReads.readUnits * cycles * PRICES.perMillionReadUnits) / 1e6,
     ]);
   }
@@ -224,6 +235,8 @@ export function costTables(): string {
       [...fixedRows.map(([what, v]) => [what, usd(v)]), ["**total**", `**${usd(total)}**`]],
     ),
   );
+  const backfill = backfillTable();
+  if (backfill.length > 0) out.push("", ...backfill);
   const oneEvent = perMillion(
     mix(run(largest, "single"), 0.02).read,
     mix(run(largest, "single"), 0.02).write,
@@ -237,6 +250,38 @@ export function costTables(): string {
 }
 
 /**
+ * The backfill onto existing tables, once per deployment: units measured with the cost meter
+ * (bench/results/backfill-N-metered.json), per dataplane, and in dollars for 100,000.
+ */
+function backfillTable(): string[] {
+  type Backfill = { dataplanes: number; meshes: number; readUnits: number; writeUnits: number };
+  const runs = readdirSync(`${root}bench/results`)
+    .filter((file) => /^backfill-\d+-metered\.json$/.test(file))
+    .map((file) => JSON.parse(readFileSync(`${root}bench/results/${file}`, "utf8")) as Backfill)
+    .sort((a, b) => a.dataplanes - b.dataplanes);
+  if (runs.length === 0) return [];
+  const rows = runs.map((r) => {
+    const [read, write] = [r.readUnits / r.dataplanes, r.writeUnits / r.dataplanes];
+    const dollars = usd((perMillion(read, write) * 100_000) / 1e6);
+    const units = [r.readUnits, r.writeUnits].map((u) => Math.round(u).toLocaleString("en-US"));
+    return [
+      r.dataplanes.toLocaleString("en-US"),
+      String(r.meshes),
+      ...units,
+      read.toFixed(2),
+      write.toFixed(2),
+      dollars,
+    ];
+  });
+  const header = ["dataplanes", "meshes", "read units", "write units", "read / dataplane"];
+  return [
+    "The backfill onto existing tables, once per deployment (bench/results/backfill-N-metered.json; 10 dataplanes per service; the last column assumes the units grow with the dataplanes). An upper bound: the meter slows the run, so it takes more invocations than the function would, and each invocation scans the dataplanes table for ingresses again:",
+    "",
+    table([...header, "write / dataplane", "$ per 100,000 dataplanes"], Array(7).fill("r"), rows),
+  ];
+}
+
+/**
  * docs/deploy.md's batching-window table: units per event of the event mix the bench measures,
  * at its largest size, modelled for a batch of _n_ records as a per-invocation part _A_/_n_
  * plus a per-event part _B_ through the two measured points (one record per invocation, and
@@ -244,14 +289,14 @@ export function costTables(): string {
  * in one 0.25 s poll), at least 1, at most 100.
  */
 export function batchingWindowTable(): string {
-  const events = JSON.parse(
-    readFileSync(`${root}bench/results/event-cost.json`, "utf8"),
-  ) as (EventCost & { readUnitsPerEvent: number; writeUnitsPerEvent: number })[];
+  const events = eventResults<
+    EventCost & { readUnitsPerEvent: number; writeUnitsPerEvent: number }
+  >();
   const runs = events.filter((r) => r.mode === "index");
   const largest = Math.max(...runs.map((r) => r.dataplanes));
   const at = (delivery: string) => {
     const found = runs.find((r) => r.dataplanes === largest && r.delivery === delivery);
-    if (!found) throw new Error(`bench/results/event-cost.json: no ${delivery} run at ${largest}`);
+    if (!found) throw new Error(`bench/results/event-cost*.json: no ${delivery} run at ${largest}`);
     return found;
   };
   const single = at("single");
@@ -285,7 +330,7 @@ export function batchingWindowTable(): string {
     }
   }
   return [
-    `Measured at ${largest.toLocaleString("en-US")} dataplanes (bench/results/event-cost.json, the bench's mix of ` +
+    `Measured at ${largest.toLocaleString("en-US")} dataplanes (bench/results/event-cost*.json, the bench's mix of ` +
       `${single.kinds.length} kinds): one record per invocation ${single.readUnitsPerEvent} read + ` +
       `${single.writeUnitsPerEvent} write units per event, batches of 100 ${batch.readUnitsPerEvent} + ` +
       `${batch.writeUnitsPerEvent}; per-invocation part _A_ and per-event part _B_: reads ` +
