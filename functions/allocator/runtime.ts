@@ -25,6 +25,8 @@ export interface DynamoPorts {
   readonly source: DynamoMeshSource;
   readonly vipItems: DynamoVipItemStore;
   readonly claims: DynamoClaimStore;
+  /** The waiting list and the range records: the same adapter as `claims` (one table). */
+  readonly passState: DynamoClaimStore;
   readonly index: DynamoMembershipIndex;
 }
 
@@ -84,10 +86,12 @@ export function dynamoPorts(
   options: DocumentClientOptions = {},
 ): DynamoPorts {
   const doc = new DocumentClient(client, options);
+  const claims = new DynamoClaimStore(doc, config.tables.claims, randomUUID);
   return {
     source: new DynamoMeshSource(client, config.tables),
     vipItems: new DynamoVipItemStore(doc, config.tables.vips),
-    claims: new DynamoClaimStore(doc, config.tables.claims, randomUUID),
+    claims,
+    passState: claims,
     index: new DynamoMembershipIndex(doc, config.tables.index),
   };
 }

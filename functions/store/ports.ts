@@ -262,32 +262,6 @@ export interface ClaimWriteResult {
   readonly claim: ServiceClaim | undefined;
 }
 
-/** The waiting meshes (each entry's item revision) and the meshes' range records. */
-export interface PassState {
-  readonly waiting: ReadonlyMap<string, ItemRevision | undefined>;
-  readonly ranges: ReadonlyMap<string, MeshRange>;
-}
-
-/** A mesh's range record: its item's range, and which item (absent: written before 112). */
-export interface MeshRange {
-  readonly cidr: string;
-  readonly revision?: ItemRevision;
-}
-
-/** A change of a mesh's waiting entry, tied to the item a pass left (decision 111). */
-export interface WaitingRequest {
-  readonly waiting: boolean;
-  readonly item: ItemRevision;
-  /** An incarnation the caller saw on the list before it read the item (a dead one). */
-  readonly seen?: string;
-}
-
-/** A range's claim counter (how many addresses of the range have a claim). */
-export interface PoolCounter {
-  readonly cidr: string;
-  readonly claimed: number;
-}
-
 /** One item of the claims table as the sweep reads it: a service or an address claim. */
 export type ScannedClaim =
   | { readonly key: string; readonly service: ServiceClaim }
@@ -338,14 +312,6 @@ export interface ClaimsPort {
   getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>>;
   /** How many claims have moved to another VIP, ever (renumberings after range changes). */
   getRenumberings(): Promise<number>;
-  /** The meshes whose item lists unallocated services. */
-  getWaiting(): Promise<string[]>;
-  /** The waiting list and `meshes`' range records, one strongly consistent read (055). */
-  getPassState(meshes: readonly string[]): Promise<PassState>;
-  /** Records that `revision` of `mesh`'s item is in `cidr` (decision 112); false: a newer stays. */
-  setMeshRange(mesh: string, cidr: string, revision: ItemRevision, seen?: string): Promise<boolean>;
-  /** Records whether `mesh`'s item lists unallocated services (decision 111); false: kept. */
-  setWaiting(mesh: string, request: WaitingRequest): Promise<boolean>;
   putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;
   claimAddress(request: ClaimRequest): Promise<ClaimOutcome>;
   removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;
@@ -364,6 +330,38 @@ export interface AdoptRequest {
   readonly service: string;
   readonly vip: string;
   readonly nowMs: number;
+}
+
+/** The waiting meshes (each entry's item revision) and the meshes' range records. */
+export interface PassState {
+  readonly waiting: ReadonlyMap<string, ItemRevision | undefined>;
+  readonly ranges: ReadonlyMap<string, MeshRange>;
+}
+
+/** A mesh's range record: its item's range, and which item (absent: written before 112). */
+export interface MeshRange {
+  readonly cidr: string;
+  readonly revision?: ItemRevision;
+}
+
+/** A change of a mesh's waiting entry, tied to the item a pass left (decision 111). */
+export interface WaitingRequest {
+  readonly waiting: boolean;
+  readonly item: ItemRevision;
+  /** An incarnation the caller saw on the list before it read the item (a dead one). */
+  readonly seen?: string;
+}
+
+/** Which meshes need a pass whatever their presence says: the waiting list, the range records. */
+export interface PassStatePort {
+  /** The meshes whose item lists unallocated services. */
+  getWaiting(): Promise<string[]>;
+  /** The waiting list and `meshes`' range records, one strongly consistent read (055). */
+  getPassState(meshes: readonly string[]): Promise<PassState>;
+  /** Records that `revision` of `mesh`'s item is in `cidr` (decision 112); false: a newer stays. */
+  setMeshRange(mesh: string, cidr: string, revision: ItemRevision, seen?: string): Promise<boolean>;
+  /** Records whether `mesh`'s item lists unallocated services (decision 111); false: kept. */
+  setWaiting(mesh: string, request: WaitingRequest): Promise<boolean>;
 }
 
 /** A range's next-fit cursor and claim counter (`pool#<cidr>` in the claims table). */
@@ -395,5 +393,5 @@ export interface SweepPositionPort {
   streamLag(): Promise<StreamLagNote | undefined>;
 }
 
-/** The whole claims table (claims, pool, sweep position): one adapter; callers take what they use. */
-export interface ClaimStore extends ClaimsPort, PoolPort, SweepPositionPort {}
+/** The whole claims table (claims, pass state, pool, sweep position): one adapter; callers take what they use. */
+export interface ClaimStore extends ClaimsPort, PassStatePort, PoolPort, SweepPositionPort {}

@@ -55,8 +55,10 @@ async function dynamoStores(): Promise<Stores> {
   const put = async (table: string, item: Record<string, unknown>) => {
     await client.send(new PutItemCommand({ TableName: table, Item: toAttributeMap(item) }));
   };
+  const claims = new DynamoClaimStore(doc, tables.claims, sequentialIds("claim"));
   return {
-    claims: new DynamoClaimStore(doc, tables.claims, sequentialIds("claim")),
+    claims,
+    passState: claims,
     vipItems: new DynamoVipItemStore(doc, tables.vips),
     index: new DynamoMembershipIndex(doc, tables.index),
     source: new DynamoMeshSource(client, tables),

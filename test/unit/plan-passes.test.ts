@@ -60,7 +60,7 @@ async function world(): Promise<World> {
   );
   // Their passes completed: the records' pending pairs go, as the batch step clears them.
   await w.index.setPending(seeded.pending.map((record) => ({ ...record, pending: [] })));
-  await w.claims.setMeshRange("shop", CIDR, REVISION);
+  await w.passState.setMeshRange("shop", CIDR, REVISION);
   return w;
 }
 
@@ -147,7 +147,7 @@ const ROWS: readonly Row[] = [
     decision: "055, 111",
     passed: true,
     batch: async (w) => {
-      await w.claims.setWaiting("shop", { waiting: true, item: REVISION });
+      await w.passState.setWaiting("shop", { waiting: true, item: REVISION });
       return batchOf([change(web1, moved(web1), 10)]);
     },
   },
@@ -156,7 +156,7 @@ const ROWS: readonly Row[] = [
     decision: "055, 112",
     passed: true,
     batch: async (w) => {
-      await w.claims.setMeshRange("shop", "10.0.0.0/24", { ...REVISION, version: 2 });
+      await w.passState.setMeshRange("shop", "10.0.0.0/24", { ...REVISION, version: 2 });
       return batchOf([change(web1, moved(web1), 10)]);
     },
   },

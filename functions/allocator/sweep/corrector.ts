@@ -5,9 +5,10 @@ import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type {
   AddressClaim,
-  ClaimStore,
+  ClaimsPort,
   LeaveRequest,
   MembershipRequest,
+  PoolPort,
   ReleaseRequest,
 } from "../../store/ports.ts";
 import { type IndexDrift, repairIndexDrift } from "../membership-index/rebuild.ts";
@@ -333,7 +334,7 @@ export class DryAllocation {
   private free: bigint | undefined;
 
   constructor(
-    private readonly claims: ClaimStore,
+    private readonly claims: ClaimsPort & PoolPort,
     private readonly pool: VipPool,
   ) {}
 
