@@ -3,7 +3,7 @@ import { type ContributorKind, type DataplaneKey, dataplaneId } from "../domain/
 import { inPool } from "../domain/records.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
-import { ConditionFailed, type DocumentClient } from "./document-client.ts";
+import { ConditionFailed, type DynamoItemClient } from "./dynamo-item-client.ts";
 import {
   dataplaneOfSortKey,
   decodeItem,
@@ -39,7 +39,7 @@ const RECORD_CONCURRENCY = 16;
  */
 export class DynamoMembershipIndex implements MembershipIndex {
   constructor(
-    private readonly doc: DocumentClient,
+    private readonly doc: DynamoItemClient,
     private readonly table: string,
   ) {}
 

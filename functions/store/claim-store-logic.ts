@@ -56,7 +56,10 @@ import {
   waitingWrite,
 } from "./state-items.ts";
 
-/** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
+/**
+ * What a claims table does: reads, and writes that are all-or-nothing with their conditions.
+ * Its adapters: `DynamoClaimTable` (dynamo-claim-table.ts) and the tests' in-memory table.
+ */
 export interface ClaimTable {
   /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
   get(operation: string, keys: readonly string[], consistent?: boolean): Promise<Item[]>;
@@ -85,13 +88,14 @@ export type WriteOutcome =
     };
 
 /**
- * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double),
- * for all four of its ports (claims, pass state, pool, sweep position).
+ * The claim store's logic (not an adapter: no engine here) over any claims table, DynamoDB
+ * (`DynamoClaimTable`) or memory (the test double), for all four of its ports (claims, pass
+ * state, pool, sweep position); decision 157.
  * The writes come from claim-items.ts; a failed condition is answered with the service claim it
  * found (returned by the write at no read cost; read again only when the engine returned none),
  * so the caller learns what it found.
  */
-export class TableClaimStore implements ClaimStore {
+export class ClaimStoreLogic implements ClaimStore {
   constructor(
     protected readonly table: ClaimTable,
     private readonly newId: () => string,
