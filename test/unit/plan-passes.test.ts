@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { planPasses } from "../../functions/allocator/batch/plan-passes.ts";
 import type { DataplaneChange } from "../../functions/allocator/membership-index/update.ts";
-import { dataplaneId, readImages } from "../../functions/domain/contributions.ts";
+import { contributorId, readImages } from "../../functions/domain/contributions.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";
 
@@ -135,7 +135,7 @@ const ROWS: readonly Row[] = [
     passed: true,
     batch: async (w) => {
       const key = { mesh: "shop", name: "web-2" };
-      const record = (await w.index.getDataplanes([key])).get(dataplaneId(key));
+      const record = (await w.index.getContributors([key])).get(contributorId(key));
       await w.index.setPending([
         { key, version: record?.version as number, pending: [{ mesh: "shop", service: "web" }] },
       ]);

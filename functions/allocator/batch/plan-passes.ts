@@ -1,4 +1,4 @@
-import { type Contribution, dataplaneId } from "../../domain/contributions.ts";
+import { type Contribution, contributorId } from "../../domain/contributions.ts";
 import type { InputIssue } from "../../domain/errors.ts";
 import type {
   MembershipIndex,
@@ -89,7 +89,7 @@ export async function planPasses(
   }
   const update = await updateIndex(batch.changes, index, decidePasses);
   for (const change of batch.changes) {
-    for (const mesh of update.meshesOf.get(dataplaneId(change.key)) ?? []) {
+    for (const mesh of update.meshesOf.get(contributorId(change.key)) ?? []) {
       addSequence(batch.byMesh, mesh, change.sequence);
     }
   }
@@ -185,7 +185,7 @@ export async function decidePasses(
         if (contributor !== undefined) present.push({ mesh, service });
         if (
           contributor === undefined ||
-          adders.has(dataplaneId(contributor)) ||
+          adders.has(contributorId(contributor)) ||
           forced.has(JSON.stringify([mesh, service]))
         ) {
           meshes.add(mesh);

@@ -1,4 +1,4 @@
-import { dataplaneId } from "../../domain/contributions.ts";
+import { contributorId } from "../../domain/contributions.ts";
 import { alignWithClaims, exhaustedReason, planMesh } from "../../domain/plan.ts";
 import type { VipPool } from "../../domain/pool.ts";
 import { own } from "../../domain/records.ts";
@@ -234,7 +234,7 @@ export class DryCorrector implements Corrector {
   ): Promise<IndexDrift[]> {
     // Nothing is repaired, so a dataplane contributing to several meshes (an ingress) would
     // show up in each: it is reported once.
-    return drift.filter((found) => !reported.has(dataplaneId(found.dataplane)));
+    return drift.filter((found) => !reported.has(contributorId(found.dataplane)));
   }
 
   /**
