@@ -19,7 +19,7 @@ import { loadConfig } from "../functions/allocator/config.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
@@ -55,7 +55,7 @@ class StampedTelemetry extends InMemoryTelemetry {
 const emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
 const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+const doc = new DynamoItemClient(raw);
 try {
   const env = { ...prefixedTableEnv("backfill"), DYNAMODB_ENDPOINT: emulator.endpoint };
   const config = loadConfig(env);

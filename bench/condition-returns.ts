@@ -22,7 +22,7 @@ import { createStreamHandler, type StreamHandler } from "../functions/allocator/
 import { rebuildIndex } from "../functions/allocator/membership-index/rebuild.ts";
 import { METRIC } from "../functions/allocator/telemetry-names.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { DynamoMembershipIndex } from "../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../functions/store/dynamo-mesh-source.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
@@ -62,7 +62,7 @@ interface Row {
 const emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
 const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+const doc = new DynamoItemClient(raw);
 const rows: Row[] = [];
 let run = 0;
 try {
@@ -126,7 +126,7 @@ async function measure(services: number, variant: Variant): Promise<Row> {
   const handler = createStreamHandler(config, {
     client: metered,
     telemetry,
-    documentClient: { returnOnConditionFailure: variant === "returned" },
+    itemClient: { returnOnConditionFailure: variant === "returned" },
   });
   let wallMs = 0;
   let redeliveries = 0;

@@ -13,7 +13,7 @@ import { DynamoDBClient, paginateScan } from "@aws-sdk/client-dynamodb";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { invariantViolations } from "../test/fixtures/invariants.ts";
@@ -31,7 +31,7 @@ const localDir = mkdtempSync(join(tmpdir(), "vips-bench-"));
 try {
   const tables = resolveTableNames({});
   const client = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-  const doc = new DocumentClient(client);
+  const doc = new DynamoItemClient(client);
   await createTables(client, tables);
   const meshes = Array.from({ length: meshCount }, (_, i) => `mesh-${String(i).padStart(2, "0")}`);
   // Services svc-000.. per mesh; every mesh shares svc-000..svc-004 with the others.

@@ -20,7 +20,7 @@ import type { DynamoDBStreamEvent } from "aws-lambda";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv, resolveTableNames } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
@@ -63,7 +63,7 @@ interface Drain {
 let emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
 let raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-let doc = new DocumentClient(raw);
+let doc = new DynamoItemClient(raw);
 const drains: Drain[] = [];
 let run = 0;
 try {
@@ -83,7 +83,7 @@ async function drain(tree: Tree, metered: boolean): Promise<Drain> {
     await emulator.stop();
     emulator = await startEmulator();
     raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-    doc = new DocumentClient(raw);
+    doc = new DynamoItemClient(raw);
   }
   run++;
   const env = { ...prefixedTableEnv(`ab${run}`), DYNAMODB_ENDPOINT: emulator.endpoint };

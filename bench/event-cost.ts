@@ -24,7 +24,7 @@ import { createRuntime } from "../functions/allocator/runtime.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { type DataplaneItem, dataplaneRecord, meshRecord } from "../test/fixtures/builders.ts";
@@ -66,7 +66,7 @@ let emulator = await startEmulator();
 const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
 console.error(`engine: ${ENGINE_LABEL}`);
 let raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-let doc = new DocumentClient(raw);
+let doc = new DynamoItemClient(raw);
 const rows: Row[] = [];
 let run = 0;
 
@@ -76,7 +76,7 @@ async function freshEngine(): Promise<void> {
   await emulator.stop();
   emulator = await startEmulator();
   raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-  doc = new DocumentClient(raw);
+  doc = new DynamoItemClient(raw);
 }
 
 try {

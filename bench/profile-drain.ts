@@ -10,7 +10,7 @@ import { loadConfig } from "../functions/allocator/config.ts";
 import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import type { Telemetry } from "../functions/allocator/telemetry.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { clientConfig } from "../tools/local/aws-clients.ts";
 import { ENGINE_LABELS, startEmulator } from "../tools/local/emulator.ts";
 import { StreamPoller } from "../tools/local/poller.ts";
@@ -41,7 +41,7 @@ try {
     },
     { step: "initialize", name: "profile" },
   );
-  const doc = new DocumentClient(client);
+  const doc = new DynamoItemClient(client);
   await createTables(client, config.tables);
   const meshes = Array.from({ length: meshCount }, (_, i) => ({ name: `mesh-${i}` }));
   const dataplanes = Array.from({ length: dataplaneCount }, (_, i) => {

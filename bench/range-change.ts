@@ -18,7 +18,7 @@ import { createStreamHandler } from "../functions/allocator/handlers.ts";
 import { VipPool } from "../functions/domain/pool.ts";
 import { toPlain } from "../functions/store/attribute-values.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../functions/store/vip-item-codec.ts";
 import { meshRecord } from "../test/fixtures/builders.ts";
@@ -57,7 +57,7 @@ interface Run {
 const emulator = await startEmulator();
 console.error(`engine: ${ENGINE_LABELS[emulator.engine]}`);
 const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+const doc = new DynamoItemClient(raw);
 const runs: Run[] = [];
 let seedSeconds = 0;
 try {

@@ -29,7 +29,7 @@ import type { VipItem } from "../functions/domain/types.ts";
 import { meshViewOf } from "../functions/reader/snapshot.ts";
 import { VipReader } from "../functions/reader/vip-reader.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { resolveTableNames } from "../functions/store/table-definitions.ts";
 import { encodeVipItem } from "../functions/store/vip-item-codec.ts";
 import { seededRandom as random } from "../test/fixtures/in-memory-ports.ts";
@@ -145,7 +145,7 @@ async function main(): Promise<void> {
     region: "us-east-1",
     credentials: CREDENTIALS,
   });
-  const doc = new DocumentClient(client);
+  const doc = new DynamoItemClient(client);
   const bigTables = resolveTableNames({
     VIPS_TABLE: "bench-big-vips",
     MESHES_TABLE: "bench-meshes",

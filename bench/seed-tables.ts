@@ -9,7 +9,7 @@
 import { contributionsOf } from "../functions/domain/contributions.ts";
 import { inPool } from "../functions/domain/records.ts";
 import type { PlainRecord } from "../functions/store/attribute-values.ts";
-import type { DocumentClient } from "../functions/store/document-client.ts";
+import type { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { encodeRecord, entryKey } from "../functions/store/index-items.ts";
 import type { TableNames } from "../functions/store/table-definitions.ts";
 import type { DataplaneItem } from "../test/fixtures/builders.ts";
@@ -28,7 +28,7 @@ export interface SeedResult {
  * contributor entries (as a rebuild would leave them: no stream position, version 1).
  */
 export async function seedTables(
-  doc: DocumentClient,
+  doc: DynamoItemClient,
   tables: TableNames,
   input: { readonly meshes: readonly string[]; readonly dataplanes: readonly DataplaneItem[] },
   options: { readonly index: boolean; readonly onProgress?: (written: number) => void },
@@ -62,7 +62,7 @@ export async function seedTables(
 }
 
 async function writeAll(
-  doc: DocumentClient,
+  doc: DynamoItemClient,
   table: string,
   items: readonly object[],
   onProgress?: (written: number) => void,

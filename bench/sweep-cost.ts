@@ -21,7 +21,7 @@ import { dynamoPorts } from "../functions/allocator/runtime.ts";
 import { sweep } from "../functions/allocator/sweep/sweep.ts";
 import type { SweepSettings } from "../functions/allocator/sweep/types.ts";
 import { createTables } from "../functions/store/create-tables.ts";
-import { DocumentClient } from "../functions/store/document-client.ts";
+import { DynamoItemClient } from "../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../functions/store/table-definitions.ts";
 import { InMemoryTelemetry } from "../test/fixtures/in-memory-ports.ts";
 import { clientConfig } from "../tools/local/aws-clients.ts";
@@ -51,7 +51,7 @@ const emulator = await startEmulator();
 const ENGINE_LABEL = ENGINE_LABELS[emulator.engine];
 console.error(`engine: ${ENGINE_LABEL}`);
 const raw = new DynamoDBClient(clientConfig({ endpoint: emulator.endpoint }));
-const doc = new DocumentClient(raw);
+const doc = new DynamoItemClient(raw);
 const rows: Row[] = [];
 try {
   for (const [run, n] of SIZES.entries()) {

@@ -203,7 +203,7 @@ export async function continuePasses(
   });
   // The guard passes a mesh whose recorded range is not the current one (decision 055): a
   // finished pass leaves the item in range, as a batch's completed pass does.
-  await recordRanges(ports.claims, outcomes, undefined, telemetry);
+  await recordRanges(ports.passState, outcomes, undefined, telemetry);
   try {
     await invocation.finish();
   } catch (error) {

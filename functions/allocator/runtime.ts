@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
-import { DocumentClient, type DocumentClientOptions } from "../store/document-client.ts";
-import { DynamoClaimStore } from "../store/dynamo-claim-store.ts";
+import { ClaimStoreLogic } from "../store/claim-store-logic.ts";
+import { DynamoClaimTable } from "../store/dynamo-claim-table.ts";
+import { DynamoItemClient, type DynamoItemClientOptions } from "../store/dynamo-item-client.ts";
 import { DynamoMembershipIndex } from "../store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../store/dynamo-vip-item-store.ts";
@@ -24,7 +25,10 @@ export interface Runtime {
 export interface DynamoPorts {
   readonly source: DynamoMeshSource;
   readonly vipItems: DynamoVipItemStore;
-  readonly claims: DynamoClaimStore;
+  /** The claims table: the claim store's logic on its DynamoDB adapter. */
+  readonly claims: ClaimStoreLogic;
+  /** The waiting list and the range records: the same adapter as `claims` (one table). */
+  readonly passState: ClaimStoreLogic;
   readonly index: DynamoMembershipIndex;
 }
 
@@ -34,15 +38,15 @@ export interface RuntimeOptions {
   readonly now?: () => number;
   /** How waits are made (the sweep's grace, backoffs); default real timers (a soak's clock). */
   readonly sleep?: (ms: number) => Promise<void>;
-  /** How the adapters' document client asks for items (the cost bench's baseline turns off). */
-  readonly documentClient?: DocumentClientOptions;
+  /** How the adapters' `DynamoItemClient` asks for items (the cost bench's baseline turns off). */
+  readonly itemClient?: DynamoItemClientOptions;
 }
 
 export function createRuntime(config: AllocatorConfig, options: RuntimeOptions = {}): Runtime {
   const client = options.client ?? createDynamoClient(config);
   return {
     client,
-    ports: dynamoPorts(config, client, options.documentClient),
+    ports: dynamoPorts(config, client, options.itemClient),
     settings: passSettings(config, options.now, options.sleep),
   };
 }
@@ -81,13 +85,15 @@ function passSettings(
 export function dynamoPorts(
   config: AllocatorConfig,
   client: DynamoDBClient,
-  options: DocumentClientOptions = {},
+  options: DynamoItemClientOptions = {},
 ): DynamoPorts {
-  const doc = new DocumentClient(client, options);
+  const doc = new DynamoItemClient(client, options);
+  const claims = new ClaimStoreLogic(new DynamoClaimTable(doc, config.tables.claims), randomUUID);
   return {
     source: new DynamoMeshSource(client, config.tables),
     vipItems: new DynamoVipItemStore(doc, config.tables.vips),
-    claims: new DynamoClaimStore(doc, config.tables.claims, randomUUID),
+    claims,
+    passState: claims,
     index: new DynamoMembershipIndex(doc, config.tables.index),
   };
 }

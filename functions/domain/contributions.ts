@@ -16,7 +16,7 @@ export type ContributorKind = "external-service";
  * A contributor's key: a dataplane's in the dataplanes table, or (with `kind`) an external
  * service's in the external-services table (the same key shape, mesh and name).
  */
-export interface DataplaneKey {
+export interface ContributorKey {
   readonly mesh: string;
   readonly name: string;
   readonly kind?: ContributorKind;
@@ -26,13 +26,13 @@ export interface DataplaneKey {
  * One string per contributor key, unambiguous whatever the names hold: `[mesh, name]` for a
  * dataplane, `[mesh, name, "ExternalService"]` for an external service.
  */
-export function dataplaneId(key: DataplaneKey): string {
+export function contributorId(key: ContributorKey): string {
   return key.kind === "external-service"
     ? JSON.stringify([key.mesh, key.name, EXTERNAL_SERVICE_TYPE])
     : JSON.stringify([key.mesh, key.name]);
 }
 
-export function parseDataplaneId(id: string): DataplaneKey {
+export function parseContributorId(id: string): ContributorKey {
   const parsed: unknown = JSON.parse(id);
   if (
     !Array.isArray(parsed) ||
@@ -40,7 +40,7 @@ export function parseDataplaneId(id: string): DataplaneKey {
     typeof parsed[0] !== "string" ||
     typeof parsed[1] !== "string"
   ) {
-    throw new Error(`not a dataplane id: ${id}`);
+    throw new Error(`not a contributor id: ${id}`);
   }
   return parsed.length === 3
     ? { mesh: parsed[0], name: parsed[1], kind: "external-service" }
@@ -48,7 +48,7 @@ export function parseDataplaneId(id: string): DataplaneKey {
 }
 
 /** The key of a contributor (without whatever else the value carries). */
-export function contributorKey(key: DataplaneKey): DataplaneKey {
+export function contributorKey(key: ContributorKey): ContributorKey {
   return key.kind === undefined
     ? { mesh: key.mesh, name: key.name }
     : { mesh: key.mesh, name: key.name, kind: key.kind };
@@ -68,7 +68,7 @@ function comparePairs(a: Contribution, b: Contribution): number {
  * dataplane is gone (or could not be decoded) and contributes nothing. Sorted, deduplicated.
  */
 export function contributionsOf(
-  key: DataplaneKey,
+  key: ContributorKey,
   item: unknown,
 ): { contributions: Contribution[]; issues: InputIssue[] } {
   if (item === undefined) return { contributions: [], issues: [] };
@@ -87,8 +87,8 @@ export function contributionsOf(
  * contributed and what the new one contributes, with the new image's issues. A missing or
  * undecodable image contributes nothing.
  */
-export interface DataplaneImages {
-  readonly key: DataplaneKey;
+export interface ContributorImages {
+  readonly key: ContributorKey;
   readonly before: readonly Contribution[];
   readonly after: readonly Contribution[];
   /** Skipped pieces of the new image (bad input). */
@@ -96,10 +96,10 @@ export interface DataplaneImages {
 }
 
 export function readImages(
-  key: DataplaneKey,
+  key: ContributorKey,
   oldImage: unknown,
   newImage: unknown,
-): DataplaneImages {
+): ContributorImages {
   const next = contributionsOf(key, newImage);
   return {
     key,

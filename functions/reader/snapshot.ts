@@ -56,7 +56,7 @@ export function canonicalVip(text: string): string | undefined {
 }
 
 /**
- * Decodes a stored VIP item (plain attribute values, as the project's document client returns
+ * Decodes a stored VIP item (plain attribute values, as the project's item client returns
  * them; `vipsGz` as bytes) into a view. The whole item is rejected (`view` undefined) when it
  * has no mesh name, no valid version, or a format-2 payload that does not decode; a VIP that is
  * not an address only drops its entry. Every skip is one issue.

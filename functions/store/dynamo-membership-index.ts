@@ -1,9 +1,13 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
-import { type ContributorKind, type DataplaneKey, dataplaneId } from "../domain/contributions.ts";
+import {
+  type ContributorKey,
+  type ContributorKind,
+  contributorId,
+} from "../domain/contributions.ts";
 import { inPool } from "../domain/records.ts";
 import { compareServices } from "../domain/service-set.ts";
 import type { PlainRecord } from "./attribute-values.ts";
-import { ConditionFailed, type DocumentClient } from "./document-client.ts";
+import { ConditionFailed, type DynamoItemClient } from "./dynamo-item-client.ts";
 import {
   dataplaneOfSortKey,
   decodeItem,
@@ -20,7 +24,7 @@ import {
 } from "./index-items.ts";
 import type {
   IndexEntry,
-  IndexedDataplane,
+  IndexedContributor,
   IndexWrite,
   MembershipIndex,
   PendingUpdate,
@@ -39,22 +43,22 @@ const RECORD_CONCURRENCY = 16;
  */
 export class DynamoMembershipIndex implements MembershipIndex {
   constructor(
-    private readonly doc: DocumentClient,
+    private readonly doc: DynamoItemClient,
     private readonly table: string,
   ) {}
 
-  async getDataplanes(
-    keys: readonly DataplaneKey[],
+  async getContributors(
+    keys: readonly ContributorKey[],
     consistent = true,
-  ): Promise<Map<string, IndexedDataplane>> {
-    const unique = new Map(keys.map((key) => [dataplaneId(key), key]));
+  ): Promise<Map<string, IndexedContributor>> {
+    const unique = new Map(keys.map((key) => [contributorId(key), key]));
     const items = await this.doc.batchGet(this.table, [...unique.values()].map(recordKey), {
       consistent,
     });
-    const records = new Map<string, IndexedDataplane>();
+    const records = new Map<string, IndexedContributor>();
     for (const item of items) {
       const record = decodeRecord(item);
-      records.set(dataplaneId(record.key), record);
+      records.set(contributorId(record.key), record);
     }
     return records;
   }
@@ -81,13 +85,13 @@ export class DynamoMembershipIndex implements MembershipIndex {
     const withRecord = writes.filter((write) => write.record !== undefined);
     await inPool(withRecord, RECORD_CONCURRENCY, async (write) => {
       const record = write.record as NonNullable<IndexWrite["record"]>;
-      if (!(await this.writeRecord(write.key, record))) lost.add(dataplaneId(write.key));
+      if (!(await this.writeRecord(write.key, record))) lost.add(contributorId(write.key));
     });
     return lost;
   }
 
   private async writeRecord(
-    key: DataplaneKey,
+    key: ContributorKey,
     record: NonNullable<IndexWrite["record"]>,
   ): Promise<boolean> {
     const expected = record.expectedVersion;
@@ -135,8 +139,8 @@ export class DynamoMembershipIndex implements MembershipIndex {
   async firstContributors(
     mesh: string,
     services: readonly string[],
-  ): Promise<Map<string, DataplaneKey>> {
-    const found = new Map<string, DataplaneKey>();
+  ): Promise<Map<string, ContributorKey>> {
+    const found = new Map<string, ContributorKey>();
     await inPool([...new Set(services)], PRESENCE_CONCURRENCY, async (service) => {
       const page = await this.doc.queryPage({
         TableName: this.table,
@@ -193,8 +197,8 @@ export class DynamoMembershipIndex implements MembershipIndex {
     mesh: string,
     consistent = true,
     kind?: ContributorKind,
-  ): Promise<IndexedDataplane[]> {
-    const records: IndexedDataplane[] = [];
+  ): Promise<IndexedContributor[]> {
+    const records: IndexedContributor[] = [];
     for await (const item of this.partition(recordPartition(mesh, kind), undefined, consistent)) {
       records.push(decodeRecord(item));
     }
@@ -222,12 +226,12 @@ export class DynamoMembershipIndex implements MembershipIndex {
     } while (start !== undefined);
   }
 
-  async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }> {
+  async *scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedContributor[] }> {
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.doc.scanPage(this.table, start);
       const entries: IndexEntry[] = [];
-      const dataplanes: IndexedDataplane[] = [];
+      const dataplanes: IndexedContributor[] = [];
       for (const item of page.items) {
         const decoded = decodeItem(item);
         if (decoded === undefined) continue;

@@ -6,7 +6,7 @@ import {
   paginateScan,
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { ContributorKind, DataplaneKey } from "../domain/contributions.ts";
+import type { ContributorKey, ContributorKind } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { EXTERNAL_SERVICE_TYPE } from "../domain/external-service.ts";
 import type { DataplaneRecord } from "../domain/types.ts";
@@ -114,7 +114,7 @@ export class DynamoMeshSource implements MeshSource {
     };
   }
 
-  async dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead> {
+  async dataplanes(keys: readonly ContributorKey[]): Promise<SourceRead> {
     const read = await Promise.all(
       keys.map(async (key) => {
         if (key.kind !== undefined && this.tables.externalServices === undefined) return [];

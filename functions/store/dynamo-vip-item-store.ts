@@ -1,6 +1,6 @@
 import type { VipItem } from "../domain/types.ts";
 import type { PlainRecord } from "./attribute-values.ts";
-import { ConditionFailed, type DocumentClient } from "./document-client.ts";
+import { ConditionFailed, type DynamoItemClient } from "./dynamo-item-client.ts";
 import type { ItemRevision, ItemWriteResult, Page, VipItemStore } from "./ports.ts";
 import { decodeAllocatorItem, encodeVipItem } from "./vip-item-codec.ts";
 
@@ -12,7 +12,7 @@ import { decodeAllocatorItem, encodeVipItem } from "./vip-item-codec.ts";
  */
 export class DynamoVipItemStore implements VipItemStore {
   constructor(
-    private readonly doc: DocumentClient,
+    private readonly doc: DynamoItemClient,
     private readonly table: string,
   ) {}
 

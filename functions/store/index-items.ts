@@ -19,13 +19,13 @@
  */
 import {
   type Contribution,
+  type ContributorKey,
   type ContributorKind,
-  type DataplaneKey,
-  dataplaneId,
-  parseDataplaneId,
+  contributorId,
+  parseContributorId,
 } from "../domain/contributions.ts";
 import type { PlainRecord } from "./attribute-values.ts";
-import type { IndexEntry, IndexedDataplane } from "./ports.ts";
+import type { IndexEntry, IndexedContributor } from "./ports.ts";
 
 export const ENTRY_PREFIX = "m#";
 /** How long a tombstone outlives the record that wrote it: a week (streams keep 24 hours). */
@@ -42,10 +42,10 @@ export function servicePrefix(service: string): string {
   return `${service}#`;
 }
 
-export function entryKey(pair: Contribution, dataplane: DataplaneKey): PlainRecord {
+export function entryKey(pair: Contribution, dataplane: ContributorKey): PlainRecord {
   return {
     pk: meshPartition(pair.mesh),
-    sk: `${servicePrefix(pair.service)}${dataplaneId(dataplane)}`,
+    sk: `${servicePrefix(pair.service)}${contributorId(dataplane)}`,
   };
 }
 
@@ -53,13 +53,13 @@ export function recordPartition(mesh: string, kind?: ContributorKind): string {
   return `${kind === "external-service" ? EXTERNAL_RECORD_PREFIX : RECORD_PREFIX}${mesh}`;
 }
 
-export function recordKey(dataplane: DataplaneKey): PlainRecord {
+export function recordKey(dataplane: ContributorKey): PlainRecord {
   return { pk: recordPartition(dataplane.mesh, dataplane.kind), sk: dataplane.name };
 }
 
 /** The dataplane an entry's sort key names. */
-export function dataplaneOfSortKey(sk: string): DataplaneKey {
-  return parseDataplaneId(sk.slice(serviceOfSortKey(sk).length + 1));
+export function dataplaneOfSortKey(sk: string): ContributorKey {
+  return parseContributorId(sk.slice(serviceOfSortKey(sk).length + 1));
 }
 
 /** The service an entry's sort key names. */
@@ -69,7 +69,7 @@ export function serviceOfSortKey(sk: string): string {
 }
 
 export function encodeRecord(
-  dataplane: DataplaneKey,
+  dataplane: ContributorKey,
   contributions: readonly Contribution[],
   sequence: string,
   version: number,
@@ -114,7 +114,7 @@ function pairsIn(value: unknown, field: string): Contribution[] {
   });
 }
 
-export function decodeRecord(item: PlainRecord): IndexedDataplane {
+export function decodeRecord(item: PlainRecord): IndexedContributor {
   const pk = text(item.pk, "pk");
   const mesh = pk.slice(RECORD_PREFIX.length);
   const name = text(item.sk, "sk");
@@ -132,7 +132,7 @@ export function decodeRecord(item: PlainRecord): IndexedDataplane {
 /** An item of the index table as an entry, a record, or neither. */
 export function decodeItem(
   item: PlainRecord,
-): { entry: IndexEntry } | { record: IndexedDataplane } | undefined {
+): { entry: IndexEntry } | { record: IndexedContributor } | undefined {
   const pk = text(item.pk, "pk");
   if (pk.startsWith(RECORD_PREFIX) || pk.startsWith(EXTERNAL_RECORD_PREFIX)) {
     return { record: decodeRecord(item) };
@@ -144,7 +144,7 @@ export function decodeItem(
     entry: {
       mesh: pk.slice(ENTRY_PREFIX.length),
       service,
-      dataplane: parseDataplaneId(sk.slice(service.length + 1)),
+      dataplane: parseContributorId(sk.slice(service.length + 1)),
     },
   };
 }

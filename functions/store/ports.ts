@@ -1,4 +1,4 @@
-import type { Contribution, ContributorKind, DataplaneKey } from "../domain/contributions.ts";
+import type { Contribution, ContributorKey, ContributorKind } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import type { DataplaneRecord, Membership, VipItem } from "../domain/types.ts";
 
@@ -33,7 +33,7 @@ export interface MeshSource {
   /** Every ingress dataplane, whatever mesh it is stored under. */
   ingresses(consistent?: boolean): Promise<SourceRead>;
   /** The given dataplanes (and external services, by their key's kind) as stored now (absent ones are left out). */
-  dataplanes(keys: readonly DataplaneKey[]): Promise<SourceRead>;
+  dataplanes(keys: readonly ContributorKey[]): Promise<SourceRead>;
   /** Every dataplane of the table, then every external service, a page at a time (the index builder's read; never on the event path). */
   allDataplanes(): AsyncIterable<SourceRead>;
   /**
@@ -48,40 +48,40 @@ export interface MeshSource {
   meshPage(after: string | undefined, limit: number, consistent?: boolean): Promise<Page<string>>;
 }
 
-/** What the membership index records for one dataplane: what it contributes now. */
-export interface IndexedDataplane {
-  readonly key: DataplaneKey;
+/** What the membership index records for one contributor: what it contributes now. */
+export interface IndexedContributor {
+  readonly key: ContributorKey;
   readonly contributions: readonly Contribution[];
   /** Fixed-width stream sequence number of the record that set it ("" if set by a rebuild). */
   readonly sequence: string;
   /** Bumped by every write of the record; writes are conditional on it. */
   readonly version: number;
   /**
-   * (mesh, service) pairs whose mesh pass this dataplane's records require and that has not
+   * (mesh, service) pairs whose mesh pass this contributor's records require and that has not
    * completed (decision 073; absent: none).
    */
   readonly pending?: readonly Contribution[];
 }
 
-/** Sets the pending pairs of a dataplane record, if it is still at `version`. */
+/** Sets the pending pairs of a contributor's record, if it is still at `version`. */
 export interface PendingUpdate {
-  readonly key: DataplaneKey;
+  readonly key: ContributorKey;
   readonly version: number;
   readonly pending: readonly Contribution[];
 }
 
 /** One contributor entry: `dataplane` puts `service` in `mesh`'s service set. */
 export interface IndexEntry extends Contribution {
-  readonly dataplane: DataplaneKey;
+  readonly dataplane: ContributorKey;
 }
 
 /**
- * A change to the index for one dataplane: contributor entries to add and remove (idempotent,
+ * A change to the index for one contributor: its entries to add and remove (idempotent,
  * batched), then, if given, its record, written only if its version is still `expectedVersion`
  * (undefined: there must be none). A record with no contributions is deleted.
  */
 export interface IndexWrite {
-  readonly key: DataplaneKey;
+  readonly key: ContributorKey;
   readonly add: readonly Contribution[];
   readonly remove: readonly Contribution[];
   readonly record?: {
@@ -94,17 +94,17 @@ export interface IndexWrite {
 }
 
 /**
- * The allocator's membership index, derived from the dataplanes table: for every (mesh,
- * service) its contributors, and for every dataplane what it contributes. Never read by
+ * The allocator's membership index, derived from the input tables: for every (mesh,
+ * service) its contributors, and for every contributor what it contributes. Never read by
  * downstream services.
  */
 export interface MembershipIndex {
-  /** The records of the given dataplanes, by dataplane id (absent: contributes nothing). */
-  getDataplanes(
-    keys: readonly DataplaneKey[],
+  /** The records of the given contributors, by `contributorId` (absent: contributes nothing). */
+  getContributors(
+    keys: readonly ContributorKey[],
     consistent?: boolean,
-  ): Promise<Map<string, IndexedDataplane>>;
-  /** Applies the writes; returns the ids of the dataplanes whose record had changed (lost). */
+  ): Promise<Map<string, IndexedContributor>>;
+  /** Applies the writes; returns the ids of the contributors whose record had changed (lost). */
   write(writes: readonly IndexWrite[]): Promise<Set<string>>;
   /** Which of `services` have at least one contributor in `mesh` (strongly consistent). */
   present(mesh: string, services: readonly string[]): Promise<Set<string>>;
@@ -112,7 +112,10 @@ export interface MembershipIndex {
    * The first contributor (lowest sort key) of each of `services` in `mesh`, strongly
    * consistent; a service with none is left out. The pass decision's read (decision 073).
    */
-  firstContributors(mesh: string, services: readonly string[]): Promise<Map<string, DataplaneKey>>;
+  firstContributors(
+    mesh: string,
+    services: readonly string[],
+  ): Promise<Map<string, ContributorKey>>;
   /**
    * Sets the pending pairs of each record still at its `version` (the version is not bumped);
    * a record that moved on is left as it is (its writer carried the pairs over).
@@ -130,9 +133,9 @@ export interface MembershipIndex {
     mesh: string,
     consistent?: boolean,
     kind?: ContributorKind,
-  ): Promise<IndexedDataplane[]>;
-  /** Every entry and every dataplane record, a page at a time (builder and checks only). */
-  scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedDataplane[] }>;
+  ): Promise<IndexedContributor[]>;
+  /** Every entry and every contributor's record, a page at a time (builder and checks only). */
+  scan(): AsyncIterable<{ entries: IndexEntry[]; dataplanes: IndexedContributor[] }>;
 }
 
 /**
@@ -262,32 +265,6 @@ export interface ClaimWriteResult {
   readonly claim: ServiceClaim | undefined;
 }
 
-/** The waiting meshes (each entry's item revision) and the meshes' range records. */
-export interface PassState {
-  readonly waiting: ReadonlyMap<string, ItemRevision | undefined>;
-  readonly ranges: ReadonlyMap<string, MeshRange>;
-}
-
-/** A mesh's range record: its item's range, and which item (absent: written before 112). */
-export interface MeshRange {
-  readonly cidr: string;
-  readonly revision?: ItemRevision;
-}
-
-/** A change of a mesh's waiting entry, tied to the item a pass left (decision 111). */
-export interface WaitingRequest {
-  readonly waiting: boolean;
-  readonly item: ItemRevision;
-  /** An incarnation the caller saw on the list before it read the item (a dead one). */
-  readonly seen?: string;
-}
-
-/** A range's claim counter (how many addresses of the range have a claim). */
-export interface PoolCounter {
-  readonly cidr: string;
-  readonly claimed: number;
-}
-
 /** One item of the claims table as the sweep reads it: a service or an address claim. */
 export type ScannedClaim =
   | { readonly key: string; readonly service: ServiceClaim }
@@ -338,14 +315,6 @@ export interface ClaimsPort {
   getAddresses(vips: readonly string[]): Promise<Map<string, AddressClaim>>;
   /** How many claims have moved to another VIP, ever (renumberings after range changes). */
   getRenumberings(): Promise<number>;
-  /** The meshes whose item lists unallocated services. */
-  getWaiting(): Promise<string[]>;
-  /** The waiting list and `meshes`' range records, one strongly consistent read (055). */
-  getPassState(meshes: readonly string[]): Promise<PassState>;
-  /** Records that `revision` of `mesh`'s item is in `cidr` (decision 112); false: a newer stays. */
-  setMeshRange(mesh: string, cidr: string, revision: ItemRevision, seen?: string): Promise<boolean>;
-  /** Records whether `mesh`'s item lists unallocated services (decision 111); false: kept. */
-  setWaiting(mesh: string, request: WaitingRequest): Promise<boolean>;
   putMembership(request: MembershipRequest): Promise<ClaimWriteResult>;
   claimAddress(request: ClaimRequest): Promise<ClaimOutcome>;
   removeMembership(request: LeaveRequest): Promise<ClaimWriteResult>;
@@ -364,6 +333,38 @@ export interface AdoptRequest {
   readonly service: string;
   readonly vip: string;
   readonly nowMs: number;
+}
+
+/** The waiting meshes (each entry's item revision) and the meshes' range records. */
+export interface PassState {
+  readonly waiting: ReadonlyMap<string, ItemRevision | undefined>;
+  readonly ranges: ReadonlyMap<string, MeshRange>;
+}
+
+/** A mesh's range record: its item's range, and which item (absent: written before 112). */
+export interface MeshRange {
+  readonly cidr: string;
+  readonly revision?: ItemRevision;
+}
+
+/** A change of a mesh's waiting entry, tied to the item a pass left (decision 111). */
+export interface WaitingRequest {
+  readonly waiting: boolean;
+  readonly item: ItemRevision;
+  /** An incarnation the caller saw on the list before it read the item (a dead one). */
+  readonly seen?: string;
+}
+
+/** Which meshes need a pass whatever their presence says: the waiting list, the range records. */
+export interface PassStatePort {
+  /** The meshes whose item lists unallocated services. */
+  getWaiting(): Promise<string[]>;
+  /** The waiting list and `meshes`' range records, one strongly consistent read (055). */
+  getPassState(meshes: readonly string[]): Promise<PassState>;
+  /** Records that `revision` of `mesh`'s item is in `cidr` (decision 112); false: a newer stays. */
+  setMeshRange(mesh: string, cidr: string, revision: ItemRevision, seen?: string): Promise<boolean>;
+  /** Records whether `mesh`'s item lists unallocated services (decision 111); false: kept. */
+  setWaiting(mesh: string, request: WaitingRequest): Promise<boolean>;
 }
 
 /** A range's next-fit cursor and claim counter (`pool#<cidr>` in the claims table). */
@@ -395,5 +396,5 @@ export interface SweepPositionPort {
   streamLag(): Promise<StreamLagNote | undefined>;
 }
 
-/** The whole claims table (claims, pool, sweep position): one adapter; callers take what they use. */
-export interface ClaimStore extends ClaimsPort, PoolPort, SweepPositionPort {}
+/** The whole claims table (claims, pass state, pool, sweep position): one adapter; callers take what they use. */
+export interface ClaimStore extends ClaimsPort, PassStatePort, PoolPort, SweepPositionPort {}

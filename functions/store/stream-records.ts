@@ -1,6 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb";
 import type { DynamoDBRecord } from "aws-lambda";
-import { type DataplaneImages, readImages } from "../domain/contributions.ts";
+import { type ContributorImages, readImages } from "../domain/contributions.ts";
 import type { InputIssue } from "../domain/errors.ts";
 import { meshesTouchedBy } from "../domain/service-set.ts";
 import { toPlain } from "./attribute-values.ts";
@@ -19,7 +19,7 @@ export type DecodedRecord =
        * A dataplane record's key and what its old and new images contribute, read here once
        * (an absent or undecodable image contributes nothing).
        */
-      readonly dataplane?: DataplaneImages;
+      readonly dataplane?: ContributorImages;
     }
   | { readonly ok: false; readonly sequenceNumber: string | undefined; readonly issue: InputIssue };
 

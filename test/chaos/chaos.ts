@@ -226,6 +226,7 @@ export function inMemoryBackend(
       source: world.source,
       vipItems: world.vipItems,
       claims: world.claims,
+      passState: world.passState,
       index: world.index,
       telemetry: world.telemetry,
     }),

@@ -16,7 +16,7 @@ import type { DataplaneRecord } from "../../functions/domain/types.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeAddress, decodeService } from "../../functions/store/claim-items.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeAllocatorItem } from "../../functions/store/vip-item-codec.ts";
 import type { EmulatorProcess } from "../../tools/local/emulator-process.ts";
@@ -73,7 +73,7 @@ export function motoBackend(emulator: EmulatorProcess) {
       },
       { step: "deserialize", name: "chaosLostResponses" },
     );
-    const doc = new DocumentClient(clean);
+    const doc = new DynamoItemClient(clean);
     const meshes = new Set<string>();
     const dataplanes = new Map<string, DataplaneItem>();
     let pool = VipPool.parse(setup.cidr);

@@ -5,9 +5,10 @@
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { joinMesh } from "../../functions/allocator/pass/memberships.ts";
+import { ClaimStoreLogic } from "../../functions/store/claim-store-logic.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
-import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
+import { DynamoClaimTable } from "../../functions/store/dynamo-claim-table.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import type { ClaimStore } from "../../functions/store/ports.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
@@ -46,7 +47,10 @@ const IMPLEMENTATIONS: Array<[string, () => Promise<ClaimStore>]> = [
         index: `${prefix}-index`,
       };
       await createTables(client, tables);
-      return new DynamoClaimStore(new DocumentClient(client), tables.claims, sequentialIds("c"));
+      return new ClaimStoreLogic(
+        new DynamoClaimTable(new DynamoItemClient(client), tables.claims),
+        sequentialIds("c"),
+      );
     },
   ],
 ];

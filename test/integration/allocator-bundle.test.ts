@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SweepSummary } from "../../functions/allocator/handlers.ts";
 import { METRICS_NAMESPACE, SERVICE_NAME } from "../../functions/allocator/telemetry-names.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import {
   prefixedTableEnv,
   resolveTableNames,
@@ -133,7 +133,7 @@ afterAll(async () => {
 });
 
 async function vipsOf(client: DynamoDBClient, tables: TableNames, mesh: string) {
-  const doc = new DocumentClient(client);
+  const doc = new DynamoItemClient(client);
   const item = await doc.get({ TableName: tables.vips, Key: { mesh }, ConsistentRead: true });
   return item === undefined ? undefined : decodeVipItem(item);
 }
@@ -154,7 +154,7 @@ describe("the allocator bundle, built as the construct builds it, run in a proce
       credentials: CREDENTIALS,
     });
     await createTables(client, tables);
-    const doc = new DocumentClient(client);
+    const doc = new DynamoItemClient(client);
     await doc.put({ TableName: tables.meshes, Item: { name: "default" } });
     for (const item of [
       dataplane("default", "dp-1", ["web"]),

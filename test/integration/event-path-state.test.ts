@@ -284,7 +284,7 @@ describe("the event path without the sweep on the local engine, round 2", () => 
     ).rejects.toThrow(/allowed throughput/);
     client.destroy();
     const index = dynamoPorts(w.config, w.client).index;
-    const record = (await index.getDataplanes([{ mesh: "M", name: "db-1" }])).get(
+    const record = (await index.getContributors([{ mesh: "M", name: "db-1" }])).get(
       JSON.stringify(["M", "db-1"]),
     );
     expect(record?.contributions).toEqual([{ mesh: "M", service: "db" }]);

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { rebuildIndex } from "../../functions/allocator/membership-index/rebuild.ts";
 import { recomputeMesh } from "../../functions/allocator/membership-index/recompute.ts";
 import { deriveServiceSet } from "../../functions/domain/service-set.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
@@ -44,7 +44,7 @@ function recordRequests(into: string[]): WorldOptions {
 }
 
 function ports(w: World) {
-  const doc = new DocumentClient(w.client);
+  const doc = new DynamoItemClient(w.client);
   return {
     source: new DynamoMeshSource(w.client, w.tables),
     index: new DynamoMembershipIndex(doc, w.tables.index),
@@ -185,7 +185,7 @@ describe("the index builder on the local engine", { timeout: 180_000 }, () => {
   it("derives the index of a table loaded with 2,000 dataplanes and no stream history, idempotently", async () => {
     // Arrange: the tables are written directly; no record reaches the allocator.
     const w = await world();
-    const doc = new DocumentClient(w.client);
+    const doc = new DynamoItemClient(w.client);
     const meshes = ["alpha", "beta", "gamma", "delta"];
     await doc.batchWrite(
       w.tables.meshes,
@@ -235,7 +235,7 @@ describe("the index builder on the local engine", { timeout: 180_000 }, () => {
     await index.write([
       { key: { mesh: "m", name: "dp-1" }, add: [], remove: [{ mesh: "m", service: "keep" }] },
     ]);
-    const doc = new DocumentClient(w.client);
+    const doc = new DynamoItemClient(w.client);
     await doc.delete({ TableName: w.tables.dataplanes, Key: { mesh: "m", name: "dp-2" } });
     expect(await index.servicesOf("m")).toEqual(["gone"]);
 

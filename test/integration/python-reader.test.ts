@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { type MeshView, meshViewOf, VipSnapshot } from "../../functions/reader/index.ts";
 import { fromAttributeMap } from "../../functions/store/attribute-values.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { pythonAnswers, snapshotAnswers } from "../fixtures/reader-answers.ts";
@@ -160,7 +160,7 @@ describe("the Python reader (examples/python, boto3)", () => {
     const large = big("big", 2000);
     const { stored } = encodeVipItem(large);
     expect(stored.format).toBe(2);
-    await new DocumentClient(world.client).put({ TableName: world.tables.vips, Item: stored });
+    await new DynamoItemClient(world.client).put({ TableName: world.tables.vips, Item: stored });
     const two = JSON.parse((await python("get", "big", ...live())).stdout) as PyView;
     expect(two.format).toBe(2);
     expect(Object.keys(two.vips)).toHaveLength(2001);

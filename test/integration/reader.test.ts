@@ -28,7 +28,7 @@ import {
   VipReader,
   VipReaderError,
 } from "../../functions/reader/index.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { encodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { seededRandom as random } from "../fixtures/in-memory-ports.ts";
@@ -174,7 +174,7 @@ describe("VipReader on the local engine", () => {
     // A mesh of 2,000 services, stored in format 2 (gzip).
     const stored = bigItem("big", 3000, 1);
     expect(stored.format).toBe(2);
-    const doc = new DocumentClient(world.client);
+    const doc = new DynamoItemClient(world.client);
     await doc.put({ TableName: world.tables.vips, Item: stored });
     const big = await reader.refresh();
     expect(big.meshesAdded).toEqual(["big"]);
@@ -270,7 +270,7 @@ describe("VipReader on the local engine", () => {
     );
     const copy = await world.vipItem("payments");
     if (copy === undefined) throw new Error("payments has no item");
-    const doc = new DocumentClient(world.client);
+    const doc = new DynamoItemClient(world.client);
     await doc.put({ TableName: table, Item: encodeVipItem(copy).stored });
     const { client, calls } = recordingClient();
     const reader = new VipReader({ client, table });
@@ -368,7 +368,7 @@ describe("VipReader on the local engine", () => {
       table: own.tables.vips,
       onMalformed: (item) => reported.push(item),
     });
-    const doc = new DocumentClient(own.client);
+    const doc = new DynamoItemClient(own.client);
     const good = bigItem("shop", 3, 1);
     await doc.put({ TableName: own.tables.vips, Item: good });
     await doc.put({
@@ -516,7 +516,7 @@ describe("the change feed on the local engine", () => {
       await own.drain();
       await own.deleteDataplane("shop", "web-1");
       await own.drain();
-      const doc = new DocumentClient(own.client);
+      const doc = new DynamoItemClient(own.client);
       await doc.put({ TableName: own.tables.vips, Item: bigItem("big", 3000, 1) });
       await doc.put({ TableName: own.tables.vips, Item: bigItem("big", 2999, 2) });
       await doc.delete({ TableName: own.tables.vips, Key: { mesh: "big" } });

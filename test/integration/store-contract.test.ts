@@ -7,9 +7,10 @@
 import { DynamoDBClient, PutItemCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toAttributeMap } from "../../functions/store/attribute-values.ts";
+import { ClaimStoreLogic } from "../../functions/store/claim-store-logic.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
-import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
+import { DynamoClaimTable } from "../../functions/store/dynamo-claim-table.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { DynamoMembershipIndex } from "../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../functions/store/dynamo-mesh-source.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
@@ -51,12 +52,17 @@ async function dynamoStores(): Promise<Stores> {
     index: `${prefix}-index`,
   };
   await createTables(client, tables);
-  const doc = new DocumentClient(client);
+  const doc = new DynamoItemClient(client);
   const put = async (table: string, item: Record<string, unknown>) => {
     await client.send(new PutItemCommand({ TableName: table, Item: toAttributeMap(item) }));
   };
+  const claims = new ClaimStoreLogic(
+    new DynamoClaimTable(doc, tables.claims),
+    sequentialIds("claim"),
+  );
   return {
-    claims: new DynamoClaimStore(doc, tables.claims, sequentialIds("claim")),
+    claims,
+    passState: claims,
     vipItems: new DynamoVipItemStore(doc, tables.vips),
     index: new DynamoMembershipIndex(doc, tables.index),
     source: new DynamoMeshSource(client, tables),

@@ -12,7 +12,7 @@ import type { VipItem } from "../../functions/domain/types.ts";
 import { toPlain } from "../../functions/store/attribute-values.ts";
 import { decodeService } from "../../functions/store/claim-items.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { prefixedTableEnv } from "../../functions/store/table-definitions.ts";
 import { decodeVipItem } from "../../functions/store/vip-item-codec.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
@@ -62,7 +62,7 @@ interface Seed {
 
 /** `perMesh` dataplanes in each of `meshes` meshes, written straight to the tables (no drain). */
 async function seedTables(env: Record<string, string>, meshes: number, perMesh: number) {
-  const doc = new DocumentClient(client());
+  const doc = new DynamoItemClient(client());
   const seed: Seed = { meshes: [], expected: new Map() };
   for (let m = 0; m < meshes; m++) {
     const mesh = `mesh-${String(m).padStart(2, "0")}`;
@@ -246,7 +246,7 @@ describe("a backfill larger than one invocation, on the local engine", { timeout
 });
 
 async function storedPhase(env: Record<string, string>) {
-  const doc = new DocumentClient(client());
+  const doc = new DynamoItemClient(client());
   const item = await doc.get({
     TableName: env.CLAIMS_TABLE as string,
     Key: { pk: "sweep" },
@@ -331,7 +331,7 @@ describe("the scheduled sweep while the event path is busy, on the local engine"
     const raw = createDynamoClient(config, { credentials: CREDENTIALS, region: "us-east-1" });
     checkVipWrites(raw, config.tables.vips, schemaErrors);
     await createTables(raw, config.tables);
-    const doc = new DocumentClient(raw);
+    const doc = new DynamoItemClient(raw);
     const poller = new StreamPoller({
       endpoint: emulator.endpoint,
       region: "us-east-1",

@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { VipItem } from "../../functions/domain/types.ts";
 import { createTables } from "../../functions/store/create-tables.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import { DynamoVipItemStore } from "../../functions/store/dynamo-vip-item-store.ts";
 import type { LocalEmulator } from "../../tools/local/emulator.ts";
 import { startTestEngine } from "../fixtures/engine.ts";
@@ -29,7 +29,7 @@ beforeAll(async () => {
   });
   doc = DynamoDBDocumentClient.from(client);
   await createTables(client, TABLES);
-  store = new DynamoVipItemStore(new DocumentClient(client), TABLES.vips);
+  store = new DynamoVipItemStore(new DynamoItemClient(client), TABLES.vips);
 });
 
 afterAll(async () => {
@@ -77,7 +77,7 @@ describe("DynamoVipItemStore on the local engine", () => {
 
   it("answers a lost condition with unknown when it does not ask for the item", async () => {
     const plain = new DynamoVipItemStore(
-      new DocumentClient(client, { returnOnConditionFailure: false }),
+      new DynamoItemClient(client, { returnOnConditionFailure: false }),
       TABLES.vips,
     );
     await plain.put(item("asked", 1), undefined);

@@ -37,6 +37,7 @@ describe("a dataplane whose tag map has an empty-string key", () => {
         source: world.source,
         vipItems: world.vipItems,
         claims: world.claims,
+        passState: world.passState,
         telemetry: world.telemetry,
       },
       { ...world.batchSettings(), tables: TABLES, concurrency: 4 },

@@ -229,7 +229,7 @@ describe("the event path without the sweep, round 2: the state kept beside the V
         sweep({ ...world.batchPorts(), index: world.index }, world.batchSettings()),
       ).rejects.toThrow(/allowed throughput/);
       failing = false;
-      const record = (await world.index.getDataplanes([{ mesh: "M", name: "db-1" }])).get(
+      const record = (await world.index.getContributors([{ mesh: "M", name: "db-1" }])).get(
         JSON.stringify(["M", "db-1"]),
       );
       expect(record?.contributions).toEqual([{ mesh: "M", service: "db" }]);

@@ -21,6 +21,7 @@ function run(world: World) {
       source: world.source,
       vipItems: world.vipItems,
       claims: world.claims,
+      passState: world.passState,
       index: world.index,
       telemetry: world.telemetry,
     },

@@ -41,7 +41,13 @@ describe("a mesh whose VIP item outgrows the item limit", () => {
       {
         Records: [dataplaneRecord(TABLES.dataplanes, { newImage: dataplane("m", "dp-2", ["c"]) })],
       },
-      { source: world.source, vipItems, claims: world.claims, telemetry: world.telemetry },
+      {
+        source: world.source,
+        vipItems,
+        claims: world.claims,
+        passState: world.passState,
+        telemetry: world.telemetry,
+      },
       { ...world.batchSettings(), tables: TABLES, concurrency: 4 },
     );
 

@@ -43,7 +43,7 @@ describe("a pass whose budget runs out", () => {
     expect(budget.deferred).toEqual(new Set(["m"]));
     expect(Object.keys(item?.vips ?? {})).toEqual(services(40).slice(0, CLAIM_CONCURRENCY));
     expect(item?.pending).toEqual(services(40).slice(CLAIM_CONCURRENCY));
-    expect(await world.claims.getWaiting()).toEqual(["m"]);
+    expect(await world.passState.getWaiting()).toEqual(["m"]);
     expect(safetyViolations(world.vipItems.all(), claimsOf(world))).toEqual([]);
     // Not done: coverage names the pending services.
     expect(world.violations().some((v) => v.includes("pending"))).toBe(true);
@@ -67,7 +67,7 @@ describe("a pass whose budget runs out", () => {
     const item = world.vipItems.peek("m");
     expect(item?.pending).toBeUndefined();
     expect(Object.values(item?.vips ?? {})).toEqual(services(40).map((_, i) => `240.0.0.${i}`));
-    expect(await world.claims.getWaiting()).toEqual([]);
+    expect(await world.passState.getWaiting()).toEqual([]);
     expect(world.violations()).toEqual([]);
   });
 

@@ -80,7 +80,7 @@ describe("the mesh pass skipped when no presence changed", () => {
     // Assert: the pending pair brought it to the pass, and the pass cleared it
     expect(again.batchItemFailures).toEqual([]);
     expect(listed(world, "A")).toEqual(["db", "web"]);
-    const record = (await world.index.getDataplanes([{ mesh: "A", name: "db-1" }])).get(
+    const record = (await world.index.getContributors([{ mesh: "A", name: "db-1" }])).get(
       JSON.stringify(["A", "db-1"]),
     );
     expect(record?.pending).toEqual([]);

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { planPasses } from "../../functions/allocator/batch/plan-passes.ts";
 import type { DataplaneChange } from "../../functions/allocator/membership-index/update.ts";
-import { dataplaneId, readImages } from "../../functions/domain/contributions.ts";
+import { contributorId, readImages } from "../../functions/domain/contributions.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import { World } from "./reconcile-world.ts";
 
@@ -60,7 +60,7 @@ async function world(): Promise<World> {
   );
   // Their passes completed: the records' pending pairs go, as the batch step clears them.
   await w.index.setPending(seeded.pending.map((record) => ({ ...record, pending: [] })));
-  await w.claims.setMeshRange("shop", CIDR, REVISION);
+  await w.passState.setMeshRange("shop", CIDR, REVISION);
   return w;
 }
 
@@ -135,7 +135,7 @@ const ROWS: readonly Row[] = [
     passed: true,
     batch: async (w) => {
       const key = { mesh: "shop", name: "web-2" };
-      const record = (await w.index.getDataplanes([key])).get(dataplaneId(key));
+      const record = (await w.index.getContributors([key])).get(contributorId(key));
       await w.index.setPending([
         { key, version: record?.version as number, pending: [{ mesh: "shop", service: "web" }] },
       ]);
@@ -147,7 +147,7 @@ const ROWS: readonly Row[] = [
     decision: "055, 111",
     passed: true,
     batch: async (w) => {
-      await w.claims.setWaiting("shop", { waiting: true, item: REVISION });
+      await w.passState.setWaiting("shop", { waiting: true, item: REVISION });
       return batchOf([change(web1, moved(web1), 10)]);
     },
   },
@@ -156,7 +156,7 @@ const ROWS: readonly Row[] = [
     decision: "055, 112",
     passed: true,
     batch: async (w) => {
-      await w.claims.setMeshRange("shop", "10.0.0.0/24", { ...REVISION, version: 2 });
+      await w.passState.setMeshRange("shop", "10.0.0.0/24", { ...REVISION, version: 2 });
       return batchOf([change(web1, moved(web1), 10)]);
     },
   },

@@ -7,6 +7,7 @@ import { reconcileMesh } from "../../functions/allocator/pass/reconcile-mesh.ts"
 import { externalServiceSet } from "../../functions/domain/external-service.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { compareServices, deriveServiceSet } from "../../functions/domain/service-set.ts";
+import type { PassStatePort } from "../../functions/store/ports.ts";
 import { dataplane } from "../fixtures/builders.ts";
 import {
   InMemoryClaimStore,
@@ -40,6 +41,8 @@ export class World {
   readonly source: InMemoryMeshSource;
   readonly vipItems: InMemoryVipItemStore;
   readonly claims: InMemoryClaimStore;
+  /** The waiting list and range records: the claim store's other port (one table). */
+  readonly passState: PassStatePort;
   readonly index: InMemoryMembershipIndex;
   readonly mode: "index" | "tables";
   readonly telemetry = new InMemoryTelemetry();
@@ -60,6 +63,7 @@ export class World {
     this.index = new InMemoryMembershipIndex(pause);
     this.mode = options.mode ?? "tables";
     this.claims = new InMemoryClaimStore(sequentialIds("claim"), pause);
+    this.passState = this.claims;
     if (options.loseResponse !== undefined) {
       this.claims.loseResponse = options.loseResponse;
       this.vipItems.loseResponse = options.loseResponse;
@@ -76,6 +80,7 @@ export class World {
       source: this.source,
       vipItems: this.vipItems,
       claims: this.claims,
+      passState: this.passState,
       pool: this.pool,
       quarantineSeconds: this.quarantineSeconds,
       maxAttempts: this.maxAttempts,
@@ -145,6 +150,7 @@ export class World {
       source: this.source,
       vipItems: this.vipItems,
       claims: this.claims,
+      passState: this.passState,
       telemetry: this.telemetry,
       ...(this.mode === "index" ? { index: this.index } : {}),
     };

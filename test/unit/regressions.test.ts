@@ -12,8 +12,9 @@ import { BatchIngresses } from "../../functions/allocator/pass/service-set-view.
 import { InvalidCidrError } from "../../functions/domain/errors.ts";
 import { VipPool } from "../../functions/domain/pool.ts";
 import { isValidServiceName } from "../../functions/domain/service-set.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
-import { DynamoClaimStore } from "../../functions/store/dynamo-claim-store.ts";
+import { ClaimStoreLogic } from "../../functions/store/claim-store-logic.ts";
+import { DynamoClaimTable } from "../../functions/store/dynamo-claim-table.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import {
   DynamoMeshSource,
   INGRESS_SCAN_SEGMENTS,
@@ -76,7 +77,7 @@ describe("regression 1: VIP_CIDR rolled back before every mesh was renumbered", 
 });
 
 describe("regression 1 in the adapter", () => {
-  it("DynamoClaimStore moves a claim in a transaction that keeps the old address claim, marked former", async () => {
+  it("the claim store on DynamoDB moves a claim in a transaction that keeps the old address claim, marked former", async () => {
     // Arrange
     const sent: unknown[] = [];
     const client = {
@@ -85,7 +86,10 @@ describe("regression 1 in the adapter", () => {
         return {};
       },
     } as unknown as DynamoDBClient;
-    const store = new DynamoClaimStore(new DocumentClient(client), "claims", () => "claim-1");
+    const store = new ClaimStoreLogic(
+      new DynamoClaimTable(new DynamoItemClient(client), "claims"),
+      () => "claim-1",
+    );
 
     // Act
     const outcome = await store.claimAddress({

@@ -41,6 +41,7 @@ function portsOf(world: World) {
     source: world.source,
     vipItems: world.vipItems,
     claims: world.claims,
+    passState: world.passState,
     index: world.index,
     telemetry: world.telemetry,
   };

@@ -27,6 +27,7 @@ async function batch(
       source: world.source,
       vipItems: world.vipItems,
       claims: world.claims,
+      passState: world.passState,
       telemetry: world.telemetry,
     },
     { ...world.batchSettings(), tables: TABLES, concurrency: 4 },
@@ -45,7 +46,7 @@ describe("meshes waiting for an address", () => {
       { put: dataplane("m3", "dp", ["x"]) },
     ]);
     expect(world.vipItems.peek("m2")?.unallocated).toHaveProperty("x");
-    expect(await world.claims.getWaiting()).toEqual(["m2", "m3"]);
+    expect(await world.passState.getWaiting()).toEqual(["m2", "m3"]);
 
     // Act: b leaves m1; the batch holds only m1's record
     await batch(world, [{ put: dataplane("m1", "dp", ["a"]) }]);
@@ -57,7 +58,7 @@ describe("meshes waiting for an address", () => {
     expect(m3?.unallocated).toBeUndefined();
     expect(m2?.vips.x).toBe("10.0.0.1");
     expect(m3?.vips.x).toBe("10.0.0.1");
-    expect(await world.claims.getWaiting()).toEqual([]);
+    expect(await world.passState.getWaiting()).toEqual([]);
   });
 
   it("get one freed in the same invocation while the clock moves on (a real clock)", async () => {

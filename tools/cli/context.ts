@@ -9,7 +9,7 @@ import {
   ResourceNotFoundException,
 } from "@aws-sdk/client-dynamodb";
 import type { AllocatorConfig } from "../../functions/allocator/config.ts";
-import { DocumentClient } from "../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../functions/store/dynamo-item-client.ts";
 import {
   EXTERNAL_SERVICES_TABLE,
   resolveTableNames,
@@ -178,8 +178,8 @@ export const consoleOutput: Output = {
 export class CliContext {
   readonly tables: TableNames;
   readonly ddb: DynamoDBClient;
-  /** Plain values in and out, names as data (the project's document client). */
-  readonly doc: DocumentClient;
+  /** Plain values in and out, names as data (`DynamoItemClient`). */
+  readonly doc: DynamoItemClient;
   readonly localDir: string;
 
   constructor(
@@ -196,7 +196,7 @@ export class CliContext {
       ...(env.AWS_PROFILE?.trim() ? { profile: env.AWS_PROFILE.trim() } : {}),
       maxAttempts: 3,
     });
-    this.doc = new DocumentClient(this.ddb);
+    this.doc = new DynamoItemClient(this.ddb);
     this.localDir = localStateDir(env);
   }
 

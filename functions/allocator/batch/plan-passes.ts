@@ -1,6 +1,11 @@
-import { type Contribution, dataplaneId } from "../../domain/contributions.ts";
+import { type Contribution, contributorId } from "../../domain/contributions.ts";
 import type { InputIssue } from "../../domain/errors.ts";
-import type { ClaimsPort, MembershipIndex, PassState, PendingUpdate } from "../../store/ports.ts";
+import type {
+  MembershipIndex,
+  PassState,
+  PassStatePort,
+  PendingUpdate,
+} from "../../store/ports.ts";
 import {
   type DataplaneChange,
   type EntryChange,
@@ -65,7 +70,7 @@ export interface BatchInput {
  */
 export async function planPasses(
   batch: BatchInput,
-  ports: { readonly index?: MembershipIndex; readonly claims: ClaimsPort },
+  ports: { readonly index?: MembershipIndex; readonly passState: PassStatePort },
   cidr: string,
 ): Promise<PassPlan> {
   const touched = () => [...batch.byMesh.keys()].sort();
@@ -84,7 +89,7 @@ export async function planPasses(
   }
   const update = await updateIndex(batch.changes, index, decidePasses);
   for (const change of batch.changes) {
-    for (const mesh of update.meshesOf.get(dataplaneId(change.key)) ?? []) {
+    for (const mesh of update.meshesOf.get(contributorId(change.key)) ?? []) {
       addSequence(batch.byMesh, mesh, change.sequence);
     }
   }
@@ -95,7 +100,7 @@ export async function planPasses(
     ...batch.meshRecords,
   ]);
   const touchedMeshes = touched();
-  const guard = await guardPasses(ports.claims, touchedMeshes, passes, cidr);
+  const guard = await guardPasses(ports.passState, touchedMeshes, passes, cidr);
   const meshes = touchedMeshes.filter((mesh) => passes.has(mesh) || guard.needed.has(mesh));
   return {
     meshes,
@@ -180,7 +185,7 @@ export async function decidePasses(
         if (contributor !== undefined) present.push({ mesh, service });
         if (
           contributor === undefined ||
-          adders.has(dataplaneId(contributor)) ||
+          adders.has(contributorId(contributor)) ||
           forced.has(JSON.stringify([mesh, service]))
         ) {
           meshes.add(mesh);
@@ -201,7 +206,7 @@ export async function decidePasses(
  *   ended since), or
  * - the range its item was last recorded in is not the range this invocation runs with
  *   (`VIP_CIDR` changed: its VIPs outside the new range are renumbered), or is not known.
- * One strongly consistent read of the claims table per batch (the waiting item and the meshes'
+ * One strongly consistent read of the pass state per batch (the waiting item and the meshes'
  * range records). Both are written tied to the item revision they describe (decisions 111,
  * 112), so a pass held after its item write can never make them say less than a newer pass
  * did.
@@ -216,7 +221,7 @@ export interface PassGuard {
 }
 
 export async function guardPasses(
-  claims: ClaimsPort,
+  passState: PassStatePort,
   touched: readonly string[],
   passes: ReadonlySet<string>,
   cidr: string,
@@ -224,7 +229,7 @@ export async function guardPasses(
   if (touched.length === 0) {
     return { needed: new Set(), state: { waiting: new Map(), ranges: new Map() }, read: new Set() };
   }
-  const state = await claims.getPassState(touched);
+  const state = await passState.getPassState(touched);
   const needed = new Set(
     touched.filter(
       (mesh) =>
@@ -245,7 +250,7 @@ export async function guardPasses(
  * the invocation's range finds the record differ), nothing more.
  */
 export async function recordRanges(
-  claims: ClaimsPort,
+  passState: PassStatePort,
   outcomes: readonly MeshOutcome[],
   guard: PassGuard | undefined,
   telemetry: Telemetry,
@@ -259,7 +264,7 @@ export async function recordRanges(
     const other = read ? recorded?.revision?.incarnation : undefined;
     const seen = other !== undefined && other !== left.incarnation ? other : undefined;
     try {
-      await claims.setMeshRange(mesh, left.cidr, left, seen);
+      await passState.setMeshRange(mesh, left.cidr, left, seen);
     } catch (error) {
       telemetry.warn("could not record a mesh's range; its next record passes it again", {
         mesh,

@@ -162,7 +162,7 @@ export async function processBatch(
   });
   if (ports.index !== undefined) {
     await clearPending(ports.index, plan.pending, completed, telemetry);
-    await recordRanges(ports.claims, outcomes, guard, telemetry);
+    await recordRanges(ports.passState, outcomes, guard, telemetry);
   }
   try {
     await invocation.finish();

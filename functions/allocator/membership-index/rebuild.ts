@@ -1,15 +1,15 @@
 import {
   type Contribution,
+  type ContributorKey,
   contributionsOf,
-  type DataplaneKey,
-  dataplaneId,
+  contributorId,
   diffContributions,
-  parseDataplaneId,
+  parseContributorId,
   sameContributions,
 } from "../../domain/contributions.ts";
 import type { InputIssue } from "../../domain/errors.ts";
 import type {
-  IndexedDataplane,
+  IndexedContributor,
   IndexWrite,
   MembershipIndex,
   MeshSource,
@@ -60,8 +60,8 @@ export async function rebuildIndex(
     options.mesh === undefined ? source.allDataplanes() : meshPages(source, options.mesh);
   for await (const page of pages) {
     for (const issue of page.issues) options.onIssue?.(issue);
-    const fresh = page.records.filter((record) => !seen.has(dataplaneId(record)));
-    for (const record of fresh) seen.add(dataplaneId(record));
+    const fresh = page.records.filter((record) => !seen.has(contributorId(record)));
+    for (const record of fresh) seen.add(contributorId(record));
     dataplanes += fresh.length;
     recordsWritten += await reconcileDataplanes(
       fresh.map((record) => ({ key: record, item: record.item })),
@@ -90,7 +90,7 @@ export interface ReconcileOptions extends RebuildOptions {
    * The records as read *before* the items were read from the table (the caller read them in
    * that order). Absent: they are read here, and then `reread` must be given.
    */
-  readonly stored?: ReadonlyMap<string, IndexedDataplane>;
+  readonly stored?: ReadonlyMap<string, IndexedContributor>;
   /**
    * Where the dataplanes a write would change are read again, after their records: a table
    * read older than the record read could carry data older than an event that wrote the
@@ -106,7 +106,7 @@ export interface ReconcileOptions extends RebuildOptions {
  * made after the record read its condition names (see {@link ReconcileOptions}).
  */
 export async function reconcileDataplanes(
-  read: ReadonlyArray<{ readonly key: DataplaneKey; readonly item: unknown }>,
+  read: ReadonlyArray<{ readonly key: ContributorKey; readonly item: unknown }>,
   index: MembershipIndex,
   options: ReconcileOptions,
   extraRemovals: ReadonlyMap<string, readonly Contribution[]> = new Map(),
@@ -114,12 +114,12 @@ export async function reconcileDataplanes(
 ): Promise<number> {
   if (read.length === 0) return 0;
   const stored =
-    options.stored ?? (await index.getDataplanes(read.map((dataplane) => dataplane.key)));
+    options.stored ?? (await index.getContributors(read.map((dataplane) => dataplane.key)));
   let dataplanes = read;
   if (options.stored === undefined) {
     if (options.reread === undefined) throw new Error("reconcileDataplanes needs stored or reread");
     const changing = read.filter(({ key, item }) => {
-      const id = dataplaneId(key);
+      const id = contributorId(key);
       const before = stored.get(id)?.contributions ?? [];
       return (
         extraRemovals.has(id) ||
@@ -129,15 +129,15 @@ export async function reconcileDataplanes(
     });
     if (changing.length === 0) return 0;
     const again = await options.reread.dataplanes(changing.map(({ key }) => key));
-    const items = new Map(again.records.map((record) => [dataplaneId(record), record.item]));
-    dataplanes = changing.map(({ key }) => ({ key, item: items.get(dataplaneId(key)) }));
+    const items = new Map(again.records.map((record) => [contributorId(record), record.item]));
+    dataplanes = changing.map(({ key }) => ({ key, item: items.get(contributorId(key)) }));
   }
   const writes: IndexWrite[] = [];
   for (const { key, item } of dataplanes) {
-    const id = dataplaneId(key);
+    const id = contributorId(key);
     const desired = contributionsOf(key, item);
     for (const issue of desired.issues) options.onIssue?.(issue);
-    const before: IndexedDataplane | undefined = stored.get(id);
+    const before: IndexedContributor | undefined = stored.get(id);
     const had = [...(before?.contributions ?? []), ...(extraRemovals.get(id) ?? [])];
     const { added, removed } = diffContributions(had, desired.contributions);
     const recordChanged =
@@ -164,7 +164,7 @@ export async function reconcileDataplanes(
   if (writes.length === 0) return 0;
   const lost = await index.write(writes);
   if (lost.size > 0) await agreeWithWinners(writes, lost, index);
-  return writes.filter((write) => write.record !== undefined && !lost.has(dataplaneId(write.key)))
+  return writes.filter((write) => write.record !== undefined && !lost.has(contributorId(write.key)))
     .length;
 }
 
@@ -176,18 +176,18 @@ async function repairFromScan(
   options: RebuildOptions,
 ): Promise<{ records: number; entries: number }> {
   const entriesOf = new Map<string, Contribution[]>();
-  const records = new Map<string, IndexedDataplane>();
+  const records = new Map<string, IndexedContributor>();
   for await (const page of index.scan()) {
     for (const entry of page.entries) {
       if (options.mesh !== undefined && entry.mesh !== options.mesh) continue;
-      const id = dataplaneId(entry.dataplane);
+      const id = contributorId(entry.dataplane);
       const list = entriesOf.get(id) ?? [];
       list.push({ mesh: entry.mesh, service: entry.service });
       entriesOf.set(id, list);
     }
-    for (const record of page.dataplanes) records.set(dataplaneId(record.key), record);
+    for (const record of page.dataplanes) records.set(contributorId(record.key), record);
   }
-  const suspects = new Map<string, DataplaneKey>();
+  const suspects = new Map<string, ContributorKey>();
   const orphanEntries = new Map<string, Contribution[]>();
   const missingEntries = new Set<string>();
   for (const [id, entries] of entriesOf) {
@@ -195,7 +195,7 @@ async function repairFromScan(
     const { added: orphans } = diffContributions(listed, entries);
     if (orphans.length > 0) {
       orphanEntries.set(id, orphans);
-      suspects.set(id, records.get(id)?.key ?? parseDataplaneId(id));
+      suspects.set(id, records.get(id)?.key ?? parseContributorId(id));
     }
   }
   for (const [id, record] of records) {
@@ -216,11 +216,11 @@ async function repairFromScan(
   if (suspects.size === 0) return { records: 0, entries: 0 };
   const keys = [...suspects.values()];
   // Records first, then the table: the writes rest on a table read newer than their records.
-  const stored = await index.getDataplanes(keys);
+  const stored = await index.getContributors(keys);
   const now = await source.dataplanes(keys);
-  const items = new Map(now.records.map((record) => [dataplaneId(record), record.item]));
+  const items = new Map(now.records.map((record) => [contributorId(record), record.item]));
   const written = await reconcileDataplanes(
-    keys.map((key) => ({ key, item: items.get(dataplaneId(key)) })),
+    keys.map((key) => ({ key, item: items.get(contributorId(key)) })),
     index,
     { ...options, stored },
     orphanEntries,
@@ -233,7 +233,7 @@ async function repairFromScan(
 
 /** Where one dataplane's part of the index disagrees with the dataplanes table. */
 export interface IndexDrift {
-  readonly dataplane: DataplaneKey;
+  readonly dataplane: ContributorKey;
   /** Entries of the mesh the dataplane should have and has not. */
   readonly missing: readonly Contribution[];
   /** Entries of the mesh the dataplane has and should not. */
@@ -245,7 +245,7 @@ export interface IndexDrift {
 }
 
 interface Truth {
-  readonly key: DataplaneKey;
+  readonly key: ContributorKey;
   readonly item: unknown;
 }
 
@@ -274,17 +274,17 @@ export async function meshIndexDrift(
   ]);
   const truth = new Map<string, Truth>();
   for (const record of [...own.records, ...external.records])
-    truth.set(dataplaneId(record), { key: record, item: record.item });
+    truth.set(contributorId(record), { key: record, item: record.item });
   for (const record of ingress.records) {
-    const id = dataplaneId(record);
+    const id = contributorId(record);
     if (truth.has(id)) continue;
     const pairs = contributionsOf(record, record.item).contributions;
     if (pairs.some((pair) => pair.mesh === mesh)) truth.set(id, { key: record, item: record.item });
   }
   const entered = new Map<string, Contribution[]>();
-  const keys = new Map<string, DataplaneKey>();
+  const keys = new Map<string, ContributorKey>();
   for (const entry of entries) {
-    const id = dataplaneId(entry.dataplane);
+    const id = contributorId(entry.dataplane);
     const list = entered.get(id) ?? [];
     list.push({ mesh: entry.mesh, service: entry.service });
     entered.set(id, list);
@@ -292,14 +292,14 @@ export async function meshIndexDrift(
   }
   for (const [id, { key }] of truth) keys.set(id, key);
   for (const record of [...stored, ...externalStored])
-    keys.set(dataplaneId(record.key), record.key);
+    keys.set(contributorId(record.key), record.key);
   // The mesh's own records come with its partition; others (ingresses stored elsewhere,
   // dataplanes of other meshes with entries here) are read by key.
   const records = new Map(
-    [...stored, ...externalStored].map((record) => [dataplaneId(record.key), record]),
+    [...stored, ...externalStored].map((record) => [contributorId(record.key), record]),
   );
   const elsewhere = [...keys.values()].filter((key) => key.mesh !== mesh);
-  for (const [id, record] of await index.getDataplanes(elsewhere, consistent)) {
+  for (const [id, record] of await index.getContributors(elsewhere, consistent)) {
     records.set(id, record);
   }
   const drift: IndexDrift[] = [];
@@ -314,7 +314,7 @@ export async function meshIndexDrift(
 
 function driftOf(
   mesh: string,
-  key: DataplaneKey,
+  key: ContributorKey,
   item: unknown,
   entered: readonly Contribution[],
   record:
@@ -352,19 +352,22 @@ export async function repairIndexDrift(
   const keys = drift.map((found) => found.dataplane);
   // The index first, then the table: a record write conditional on a version read *after* the
   // table read could carry table data older than an event processed in between, and win.
-  const [records, entries] = await Promise.all([index.getDataplanes(keys), index.entriesOf(mesh)]);
+  const [records, entries] = await Promise.all([
+    index.getContributors(keys),
+    index.entriesOf(mesh),
+  ]);
   const fresh = await source.dataplanes(keys);
-  const items = new Map(fresh.records.map((record) => [dataplaneId(record), record.item]));
+  const items = new Map(fresh.records.map((record) => [contributorId(record), record.item]));
   const entered = new Map<string, Contribution[]>();
   for (const entry of entries) {
-    const id = dataplaneId(entry.dataplane);
+    const id = contributorId(entry.dataplane);
     entered.set(id, [...(entered.get(id) ?? []), { mesh: entry.mesh, service: entry.service }]);
   }
   const confirmed: IndexDrift[] = [];
   const removals = new Map<string, Contribution[]>();
   const adds = new Set<string>();
   for (const key of keys) {
-    const id = dataplaneId(key);
+    const id = contributorId(key);
     const still = driftOf(mesh, key, items.get(id), entered.get(id) ?? [], records.get(id));
     if (still === undefined) continue;
     confirmed.push(still);
@@ -374,7 +377,7 @@ export async function repairIndexDrift(
   await reconcileDataplanes(
     confirmed.map((found) => ({
       key: found.dataplane,
-      item: items.get(dataplaneId(found.dataplane)),
+      item: items.get(contributorId(found.dataplane)),
     })),
     index,
     { stored: records },

@@ -1,7 +1,7 @@
 import {
   type Contribution,
-  type DataplaneImages,
-  dataplaneId,
+  type ContributorImages,
+  contributorId,
   diffContributions,
   paddedSequence,
   sameContributions,
@@ -36,7 +36,7 @@ export interface PassDecision {
 }
 
 /** A dataplane stream record, as the index needs it: its images as the decoder read them. */
-export interface DataplaneChange extends DataplaneImages {
+export interface DataplaneChange extends ContributorImages {
   readonly sequence: string;
 }
 
@@ -99,7 +99,7 @@ export async function updateIndex(
     return x < y ? -1 : x > y ? 1 : 0;
   });
   for (const change of ordered) {
-    const id = dataplaneId(change.key);
+    const id = contributorId(change.key);
     if (!first.has(id)) first.set(id, change.before);
     const list = others.get(id) ?? [];
     const superseded = latest.get(id);
@@ -124,7 +124,7 @@ export async function updateIndex(
       pending: [],
     };
   }
-  const stored = await index.getDataplanes([...latest.values()].map((change) => change.key));
+  const stored = await index.getContributors([...latest.values()].map((change) => change.key));
 
   /**
    * The pairs the passes look at: those whose presence may have changed (the decision's),
@@ -225,7 +225,7 @@ export async function updateIndex(
         : round,
     );
     for (const write of round) {
-      const id = dataplaneId(write.key);
+      const id = contributorId(write.key);
       const record = write.record;
       if (lost.has(id) || record === undefined) {
         // Its pending pairs were not recorded: this invocation passes its meshes anyway (a
@@ -304,12 +304,12 @@ async function afterLost(
   index: MembershipIndex,
   mayRetry: boolean,
 ): Promise<IndexWrite[]> {
-  const losers = writes.filter((write) => lost.has(dataplaneId(write.key)));
-  const winners = await index.getDataplanes(losers.map((write) => write.key));
+  const losers = writes.filter((write) => lost.has(contributorId(write.key)));
+  const winners = await index.getContributors(losers.map((write) => write.key));
   const again: IndexWrite[] = [];
   const agree: IndexWrite[] = [];
   for (const write of losers) {
-    const winner = winners.get(dataplaneId(write.key));
+    const winner = winners.get(contributorId(write.key));
     const record = write.record;
     const newer =
       record !== undefined &&
@@ -340,8 +340,8 @@ export async function agreeWithWinners(
   lost: ReadonlySet<string>,
   index: MembershipIndex,
 ): Promise<void> {
-  const losers = writes.filter((write) => lost.has(dataplaneId(write.key)));
-  const winners = await index.getDataplanes(losers.map((write) => write.key));
+  const losers = writes.filter((write) => lost.has(contributorId(write.key)));
+  const winners = await index.getContributors(losers.map((write) => write.key));
   await index.write(agreeing(losers, winners));
 }
 
@@ -350,7 +350,7 @@ function agreeing(
   winners: ReadonlyMap<string, { readonly contributions: readonly Contribution[] }>,
 ): IndexWrite[] {
   return losers.map((write) => {
-    const winner = winners.get(dataplaneId(write.key))?.contributions ?? [];
+    const winner = winners.get(contributorId(write.key))?.contributions ?? [];
     const { added } = diffContributions(winner, write.add);
     return { key: write.key, add: winner, remove: added };
   });

@@ -241,10 +241,10 @@ export async function waitingAndWake(
   released: number,
   item: ItemRevision,
 ): Promise<string[]> {
-  if (now) await deps.claims.setWaiting(mesh, { waiting: true, item });
+  if (now) await deps.passState.setWaiting(mesh, { waiting: true, item });
   else if (was || deps.waitingEntry !== undefined) await leaveWaiting(mesh, deps, item);
   if (released === 0 || !freedAtOnce(deps.quarantineSeconds)) return [];
-  return (await deps.claims.getWaiting()).filter((other) => other !== mesh);
+  return (await deps.passState.getWaiting()).filter((other) => other !== mesh);
 }
 
 /**
@@ -258,7 +258,7 @@ export async function leaveWaiting(
 ): Promise<void> {
   const other = deps.waitingEntry?.revision?.incarnation;
   const seen = other !== undefined && other !== item.incarnation ? other : undefined;
-  await deps.claims.setWaiting(mesh, {
+  await deps.passState.setWaiting(mesh, {
     waiting: false,
     item,
     ...(seen !== undefined ? { seen } : {}),

@@ -4,6 +4,7 @@ import type {
   ClaimsPort,
   ItemRevision,
   MeshSource,
+  PassStatePort,
   PoolPort,
   VipItemStore,
 } from "../../store/ports.ts";
@@ -18,6 +19,8 @@ export interface PassPorts {
   readonly vipItems: VipItemStore;
   /** The claims and the range's cursor (the pass never reads the sweep's position). */
   readonly claims: ClaimsPort & PoolPort;
+  /** The waiting list and the range records (which meshes need a pass). */
+  readonly passState: PassStatePort;
   readonly telemetry: Telemetry;
 }
 

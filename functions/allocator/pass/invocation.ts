@@ -27,6 +27,7 @@ export function createInvocation(
     source: ports.source,
     vipItems: ports.vipItems,
     claims: ports.claims,
+    passState: ports.passState,
     telemetry: ports.telemetry,
     pool: settings.pool,
     quarantineSeconds: settings.quarantineSeconds,

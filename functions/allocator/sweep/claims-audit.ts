@@ -296,7 +296,7 @@ export class ClaimsAudit {
       corrector.dropped > 0 || (corrector.freed > 0 && freedAtOnce(run.settings.quarantineSeconds));
     if (!free) return;
     await corrector.withOwnFinder(async (finder) => {
-      for (const mesh of await run.ports.claims.getWaiting()) run.woken.add(mesh);
+      for (const mesh of await run.ports.passState.getWaiting()) run.woken.add(mesh);
       await passWokenMeshes(run, finder);
     });
   }

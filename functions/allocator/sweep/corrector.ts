@@ -1,13 +1,14 @@
-import { dataplaneId } from "../../domain/contributions.ts";
+import { contributorId } from "../../domain/contributions.ts";
 import { alignWithClaims, exhaustedReason, planMesh } from "../../domain/plan.ts";
 import type { VipPool } from "../../domain/pool.ts";
 import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
 import type {
   AddressClaim,
-  ClaimStore,
+  ClaimsPort,
   LeaveRequest,
   MembershipRequest,
+  PoolPort,
   ReleaseRequest,
 } from "../../store/ports.ts";
 import { type IndexDrift, repairIndexDrift } from "../membership-index/rebuild.ts";
@@ -233,7 +234,7 @@ export class DryCorrector implements Corrector {
   ): Promise<IndexDrift[]> {
     // Nothing is repaired, so a dataplane contributing to several meshes (an ingress) would
     // show up in each: it is reported once.
-    return drift.filter((found) => !reported.has(dataplaneId(found.dataplane)));
+    return drift.filter((found) => !reported.has(contributorId(found.dataplane)));
   }
 
   /**
@@ -333,7 +334,7 @@ export class DryAllocation {
   private free: bigint | undefined;
 
   constructor(
-    private readonly claims: ClaimStore,
+    private readonly claims: ClaimsPort & PoolPort,
     private readonly pool: VipPool,
   ) {}
 

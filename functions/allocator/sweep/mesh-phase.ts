@@ -1,4 +1,4 @@
-import { dataplaneId } from "../../domain/contributions.ts";
+import { contributorId } from "../../domain/contributions.ts";
 import { meshIndexDrift } from "../membership-index/rebuild.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
 import { passWoken } from "../pass/commit-item.ts";
@@ -84,14 +84,14 @@ export async function secondLookMesh(run: SweepRun, first: Pending): Promise<Rep
   );
   for (const issue of issues) ports.telemetry.badInput(issue);
   const earlier = new Map(
-    (first.drift ?? []).map((found) => [dataplaneId(found.dataplane), found.recordVersion]),
+    (first.drift ?? []).map((found) => [contributorId(found.dataplane), found.recordVersion]),
   );
   const persisted = drift.filter((found) => {
-    const id = dataplaneId(found.dataplane);
+    const id = contributorId(found.dataplane);
     return earlier.has(id) && earlier.get(id) === found.recordVersion;
   });
   const confirmed = await run.corrector.repairIndex(mesh, persisted, run.reported);
-  for (const found of confirmed) run.reported.add(dataplaneId(found.dataplane));
+  for (const found of confirmed) run.reported.add(contributorId(found.dataplane));
   for (const found of confirmed) {
     run.record({ kind: "index-drift", mesh, detail: driftDetail(found) });
   }
@@ -135,7 +135,7 @@ async function sweepIndex(run: SweepRun, mesh: string): Promise<void> {
   );
   for (const issue of issues) ports.telemetry.badInput(issue);
   const confirmed = await run.corrector.repairIndex(mesh, drift, run.reported);
-  for (const found of confirmed) run.reported.add(dataplaneId(found.dataplane));
+  for (const found of confirmed) run.reported.add(contributorId(found.dataplane));
   for (const found of confirmed) {
     run.record({ kind: "index-drift", mesh, detail: driftDetail(found) });
   }

@@ -1,5 +1,13 @@
 import type { VipPool } from "../../domain/pool.ts";
-import type { ClaimStore, MembershipIndex, MeshSource, VipItemStore } from "../../store/ports.ts";
+import type {
+  ClaimsPort,
+  MembershipIndex,
+  MeshSource,
+  PassStatePort,
+  PoolPort,
+  SweepPositionPort,
+  VipItemStore,
+} from "../../store/ports.ts";
 import type { PassBudget } from "../pass/deps.ts";
 import type { Telemetry } from "../telemetry.ts";
 
@@ -43,7 +51,10 @@ export interface Repair {
 export interface SweepPorts {
   readonly source: MeshSource;
   readonly vipItems: VipItemStore;
-  readonly claims: ClaimStore;
+  /** The claims, the range's pool and the sweep's position (one table; see `passState`). */
+  readonly claims: ClaimsPort & PoolPort & SweepPositionPort;
+  /** The waiting list (the claims audit wakes its meshes). */
+  readonly passState: PassStatePort;
   readonly index: MembershipIndex;
   readonly telemetry: Telemetry;
 }

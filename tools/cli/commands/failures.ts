@@ -14,9 +14,9 @@ import {
 import type { AttributeValue } from "aws-lambda";
 import type { AllocatorConfig } from "../../../functions/allocator/config.ts";
 import {
+  type ContributorKey,
   contributionsOf,
-  type DataplaneKey,
-  dataplaneId,
+  contributorId,
 } from "../../../functions/domain/contributions.ts";
 import { DynamoMembershipIndex } from "../../../functions/store/dynamo-membership-index.ts";
 import { DynamoMeshSource } from "../../../functions/store/dynamo-mesh-source.ts";
@@ -214,13 +214,13 @@ function isGone(error: unknown): boolean {
 async function affectedMeshes(ctx: CliContext, entries: readonly FailureEntry[]): Promise<void> {
   const source = new DynamoMeshSource(ctx.ddb, ctx.tables);
   const index = new DynamoMembershipIndex(ctx.doc, ctx.tables.index);
-  const dataplanes = new Map<string, DataplaneKey>();
+  const dataplanes = new Map<string, ContributorKey>();
   for (const entry of entries) {
     if (entry.table !== "dataplanes") continue;
     for (const key of entry.keys ?? []) {
       if (key.mesh?.S !== undefined && key.name?.S !== undefined) {
         const dataplane = { mesh: key.mesh.S, name: key.name.S };
-        dataplanes.set(dataplaneId(dataplane), dataplane);
+        dataplanes.set(contributorId(dataplane), dataplane);
       }
     }
   }
@@ -228,12 +228,12 @@ async function affectedMeshes(ctx: CliContext, entries: readonly FailureEntry[])
   const [items, records] =
     keys.length === 0
       ? [{ records: [] }, new Map()]
-      : await Promise.all([source.dataplanes(keys), index.getDataplanes(keys)]);
+      : await Promise.all([source.dataplanes(keys), index.getContributors(keys)]);
   const meshesOf = new Map<string, Set<string>>();
-  for (const key of keys) meshesOf.set(dataplaneId(key), new Set([key.mesh]));
+  for (const key of keys) meshesOf.set(contributorId(key), new Set([key.mesh]));
   for (const record of items.records) {
     for (const pair of contributionsOf(record, record.item).contributions) {
-      meshesOf.get(dataplaneId(record))?.add(pair.mesh);
+      meshesOf.get(contributorId(record))?.add(pair.mesh);
     }
   }
   for (const [id, record] of records) {
@@ -246,7 +246,7 @@ async function affectedMeshes(ctx: CliContext, entries: readonly FailureEntry[])
       // An external service touches only the mesh it is stored under.
       if (entry.table === "external-services" && key.mesh?.S !== undefined) meshes.add(key.mesh.S);
       if (entry.table === "dataplanes" && key.mesh?.S !== undefined && key.name?.S !== undefined) {
-        for (const mesh of meshesOf.get(dataplaneId({ mesh: key.mesh.S, name: key.name.S })) ??
+        for (const mesh of meshesOf.get(contributorId({ mesh: key.mesh.S, name: key.name.S })) ??
           []) {
           meshes.add(mesh);
         }

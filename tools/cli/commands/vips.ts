@@ -2,7 +2,7 @@ import { paginateScan } from "@aws-sdk/client-dynamodb";
 import { VipPool } from "../../../functions/domain/pool.ts";
 import type { VipItem } from "../../../functions/domain/types.ts";
 import { toPlain } from "../../../functions/store/attribute-values.ts";
-import { DocumentClient } from "../../../functions/store/document-client.ts";
+import { DynamoItemClient } from "../../../functions/store/dynamo-item-client.ts";
 import { decodeVipItem } from "../../../functions/store/vip-item-codec.ts";
 import type { CliContext } from "../context.ts";
 import { formatTable } from "../output.ts";
@@ -13,7 +13,7 @@ export async function readRawVipItem(
   mesh: string,
 ): Promise<Record<string, unknown> | undefined> {
   // Through the project's codec: service names such as `__proto__` are data.
-  const doc = new DocumentClient(ctx.ddb);
+  const doc = new DynamoItemClient(ctx.ddb);
   return await ctx.onTable(ctx.tables.vips, () =>
     doc.get({ TableName: ctx.tables.vips, Key: { mesh }, ConsistentRead: true }),
   );

@@ -25,20 +25,18 @@ import type {
   AdoptRequest,
   ClaimOutcome,
   ClaimRequest,
+  ClaimStore,
   ClaimsPage,
-  ClaimsPort,
   ClaimWriteResult,
   ItemRevision,
   LeaveRequest,
   MembershipRequest,
   MeshRange,
   PassState,
-  PoolPort,
   ReleaseRequest,
   ScannedClaim,
   ServiceClaim,
   StreamLagNote,
-  SweepPositionPort,
   SweepState,
   WaitingRequest,
 } from "./ports.ts";
@@ -58,7 +56,10 @@ import {
   waitingWrite,
 } from "./state-items.ts";
 
-/** What a claims table does: reads, and writes that are all-or-nothing with their conditions. */
+/**
+ * What a claims table does: reads, and writes that are all-or-nothing with their conditions.
+ * Its adapters: `DynamoClaimTable` (dynamo-claim-table.ts) and the tests' in-memory table.
+ */
 export interface ClaimTable {
   /** Strongly consistent reads of `keys` (missing keys are absent from the result). */
   get(operation: string, keys: readonly string[], consistent?: boolean): Promise<Item[]>;
@@ -87,19 +88,20 @@ export type WriteOutcome =
     };
 
 /**
- * The claim store over any claims table: DynamoDB (the adapter) or memory (the test double),
- * for all three of its ports (claims, pool, sweep position).
+ * The claim store's logic (not an adapter: no engine here) over any claims table, DynamoDB
+ * (`DynamoClaimTable`) or memory (the test double), for all four of its ports (claims, pass
+ * state, pool, sweep position); decision 157.
  * The writes come from claim-items.ts; a failed condition is answered with the service claim it
  * found (returned by the write at no read cost; read again only when the engine returned none),
  * so the caller learns what it found.
  */
-export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort {
+export class ClaimStoreLogic implements ClaimStore {
   constructor(
     protected readonly table: ClaimTable,
     private readonly newId: () => string,
   ) {}
 
-  // --- ClaimsPort: service and address claims, memberships, waiting meshes --------------------
+  // --- ClaimsPort: service and address claims, memberships ----------------------------------
 
   async getServices(
     services: readonly string[],
@@ -122,39 +124,6 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
       out.set(claim.vip, claim);
     }
     return out;
-  }
-
-  async getWaiting(): Promise<string[]> {
-    const [item] = await this.table.get("claims.getWaiting", [WAITING_KEY]);
-    return waitingMeshes(item);
-  }
-
-  async setWaiting(mesh: string, request: WaitingRequest): Promise<boolean> {
-    return (await this.table.write("claims.setWaiting", [waitingWrite(mesh, request)])).ok;
-  }
-
-  async getPassState(meshes: readonly string[]): Promise<PassState> {
-    const keys = [WAITING_KEY, ...[...new Set(meshes)].map(meshRangeKey)];
-    const ranges = new Map<string, MeshRange>();
-    let waiting = new Map<string, ItemRevision | undefined>();
-    for (const item of await this.table.get("claims.getPassState", keys)) {
-      if (item.pk === WAITING_KEY) waiting = waitingEntries(item);
-      const record = decodeMeshRange(item);
-      if (record !== undefined && item.pk === meshRangeKey(record.mesh)) {
-        ranges.set(record.mesh, record.range);
-      }
-    }
-    return { waiting, ranges };
-  }
-
-  async setMeshRange(
-    mesh: string,
-    cidr: string,
-    revision: ItemRevision,
-    seen?: string,
-  ): Promise<boolean> {
-    const write = meshRangeWrite(mesh, cidr, revision, seen);
-    return (await this.table.write("claims.setMeshRange", [write])).ok;
   }
 
   async getRenumberings(): Promise<number> {
@@ -225,6 +194,41 @@ export class TableClaimStore implements ClaimsPort, PoolPort, SweepPositionPort 
     const outcome = await this.table.write("claims.adopt", writes);
     if (outcome.ok) return "ok";
     return outcome.failed.has(serviceIndex) ? "service-changed" : "address-taken";
+  }
+
+  // --- PassStatePort: the waiting list and the meshes' range records ----------------------
+
+  async getWaiting(): Promise<string[]> {
+    const [item] = await this.table.get("claims.getWaiting", [WAITING_KEY]);
+    return waitingMeshes(item);
+  }
+
+  async setWaiting(mesh: string, request: WaitingRequest): Promise<boolean> {
+    return (await this.table.write("claims.setWaiting", [waitingWrite(mesh, request)])).ok;
+  }
+
+  async getPassState(meshes: readonly string[]): Promise<PassState> {
+    const keys = [WAITING_KEY, ...[...new Set(meshes)].map(meshRangeKey)];
+    const ranges = new Map<string, MeshRange>();
+    let waiting = new Map<string, ItemRevision | undefined>();
+    for (const item of await this.table.get("claims.getPassState", keys)) {
+      if (item.pk === WAITING_KEY) waiting = waitingEntries(item);
+      const record = decodeMeshRange(item);
+      if (record !== undefined && item.pk === meshRangeKey(record.mesh)) {
+        ranges.set(record.mesh, record.range);
+      }
+    }
+    return { waiting, ranges };
+  }
+
+  async setMeshRange(
+    mesh: string,
+    cidr: string,
+    revision: ItemRevision,
+    seen?: string,
+  ): Promise<boolean> {
+    const write = meshRangeWrite(mesh, cidr, revision, seen);
+    return (await this.table.write("claims.setMeshRange", [write])).ok;
   }
 
   // --- PoolPort: the range's cursor and counter -------------------------------------------

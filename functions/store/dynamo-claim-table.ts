@@ -1,16 +1,17 @@
 import { TransactionCanceledException } from "@aws-sdk/client-dynamodb";
 import { fromAttributeMap } from "./attribute-values.ts";
 import type { ClaimWrite, Item } from "./claim-items.ts";
-import { ConditionFailed, type DocumentClient, type TransactItem } from "./document-client.ts";
-import { type ClaimTable, TableClaimStore, type WriteOutcome } from "./table-claim-store.ts";
+import type { ClaimTable, WriteOutcome } from "./claim-store-logic.ts";
+import { ConditionFailed, type DynamoItemClient, type TransactItem } from "./dynamo-item-client.ts";
 
 /**
- * The claims table in DynamoDB (`CLAIMS_TABLE`). Multi-item changes are transactions on this
+ * The claims table in DynamoDB (`CLAIMS_TABLE`): the adapter under `ClaimStoreLogic`, which
+ * runs the claim store's ports on it (decision 157). Multi-item changes are transactions on this
  * table only (it has no stream), so an address and its service claim always change together.
  */
 export class DynamoClaimTable implements ClaimTable {
   constructor(
-    private readonly doc: DocumentClient,
+    private readonly doc: DynamoItemClient,
     private readonly name: string,
   ) {}
 
@@ -128,11 +129,4 @@ function cancelledIndexes(
     if (reason.Item !== undefined) found.set(index, fromAttributeMap(reason.Item));
   }
   return { failed, found };
-}
-
-/** The claim store on DynamoDB. */
-export class DynamoClaimStore extends TableClaimStore {
-  constructor(doc: DocumentClient, table: string, newId: () => string) {
-    super(new DynamoClaimTable(doc, table), newId);
-  }
 }

@@ -92,8 +92,8 @@ function conditionFailed(error: unknown): never {
   throw error;
 }
 
-/** Options of {@link DocumentClient}. */
-export interface DocumentClientOptions {
+/** Options of {@link DynamoItemClient}. */
+export interface DynamoItemClientOptions {
   /**
    * Ask for the item a failed condition found (`ReturnValuesOnConditionCheckFailure: ALL_OLD`)
    * so the caller need not read it again. @default true (false: the cost bench's baseline)
@@ -102,16 +102,17 @@ export interface DocumentClientOptions {
 }
 
 /**
- * A small document client over the low-level DynamoDB client: plain values in and out, like
- * `@aws-sdk/lib-dynamodb`, but with map keys treated as data (see attribute-values.ts), and a
- * failed condition surfaced as {@link ConditionFailed}.
+ * Our DynamoDB item client over the low-level client: plain values in and out, like
+ * `@aws-sdk/lib-dynamodb`'s DocumentClient, but with map keys treated as data (see
+ * attribute-values.ts), and a failed condition surfaced as {@link ConditionFailed}. Named apart
+ * from AWS's DocumentClient, whose semantics differ (decision 157).
  */
-export class DocumentClient {
+export class DynamoItemClient {
   private readonly onFailure: { ReturnValuesOnConditionCheckFailure?: "ALL_OLD" };
 
   constructor(
     readonly client: DynamoDBClient,
-    options: DocumentClientOptions = {},
+    options: DynamoItemClientOptions = {},
   ) {
     this.onFailure =
       options.returnOnConditionFailure === false
@@ -188,7 +189,7 @@ export class DocumentClient {
 
   /**
    * Throws the SDK's `TransactionCanceledException` when the transaction is cancelled; each
-   * failed condition's reason carries the item it found (see {@link DocumentClientOptions}).
+   * failed condition's reason carries the item it found (see {@link DynamoItemClientOptions}).
    */
   async transactWrite(items: readonly TransactItem[]): Promise<void> {
     const TransactItems: TransactWriteItem[] = items.map((item) => {
