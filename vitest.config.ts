@@ -30,6 +30,27 @@ const SLOW_ON_MOTO = [
 ];
 
 /**
+ * `npm test` stays well under 10 minutes on a 2-vCPU machine by leaving these to CI, which sets
+ * VIPS_TEST_FULL=1 (`.ci/run`; about 600 s of a worker together, measured with `npm test` at
+ * 14 minutes before): the packed package's consumer tests (`test/package`: the tarball in a CDK
+ * app, a consumer, `npx vips`), the alarms soak, the operator CLI's process-per-step test (the
+ * CLI's commands run in `test/integration/cli.test.ts` too), and the moto copies of the four
+ * slowest files that both engines run.
+ */
+const FULL_ONLY = [
+  "test/package/**/*.test.ts",
+  "test/integration/alarms-soak.test.ts",
+  "test/integration/cli-operator.test.ts",
+];
+const FULL_ONLY_ON_MOTO = [
+  "test/integration/membership-index.test.ts",
+  "test/integration/cli-external-services.test.ts",
+  "test/integration/adopt.test.ts",
+  "test/integration/allocator.test.ts",
+];
+const full = process.env.VIPS_TEST_FULL === "1";
+
+/**
  * The packed package's consumer tests (test/package) and the alarms soak: they check the tarball
  * or the alarms, not the engine, so one engine is enough (DynamoDB Local when Java runs, else
  * moto).
@@ -78,14 +99,17 @@ export default defineConfig({
         test: {
           name: engine,
           include: ON_AN_ENGINE,
-          exclude:
-            engine === "moto" && javaRuns
+          exclude: [
+            ...(full ? [] : FULL_ONLY),
+            ...(engine === "moto" && javaRuns
               ? [
                   ...ONE_ENGINE_ONLY,
                   ...LARGE_ON_DYNAMODB_LOCAL,
                   ...(process.env.VIPS_TEST_ALL_ON_MOTO !== "1" ? SLOW_ON_MOTO : []),
+                  ...(full ? [] : FULL_ONLY_ON_MOTO),
                 ]
-              : [],
+              : []),
+          ],
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", VIPS_EMULATOR: engine },
           // DynamoDB Local: one JVM shared by the project's files (test/fixtures/engine.ts).
           globalSetup: engine === "dynamodb-local" ? ["test/fixtures/shared-engine.ts"] : [],
