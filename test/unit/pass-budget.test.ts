@@ -5,7 +5,6 @@
  * continuation. Continued passes finish the work with every invariant.
  */
 import { describe, expect, it } from "vitest";
-import { processBatch } from "../../functions/allocator/batch/process-batch.ts";
 import { type ContinueEvent, Handover, MAX_HOPS } from "../../functions/allocator/continuation.ts";
 import { PassBudget } from "../../functions/allocator/pass/deps.ts";
 import { CLAIM_CONCURRENCY } from "../../functions/allocator/pass/obtain-vip.ts";

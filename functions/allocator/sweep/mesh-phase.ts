@@ -2,7 +2,7 @@ import { contributorId } from "../../domain/contributions.ts";
 import { meshIndexDrift } from "../membership-index/rebuild.ts";
 import type { AddressFinder } from "../pass/address-finder.ts";
 import { passWoken } from "../pass/commit-item.ts";
-import { indexView, listedServices } from "../pass/service-set-view.ts";
+import { listedServices } from "../pass/service-set-view.ts";
 import { driftDetail } from "./repairs.ts";
 import type { Pending, SweepRun } from "./run.ts";
 import type { Repair } from "./types.ts";
