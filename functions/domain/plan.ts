@@ -54,6 +54,14 @@ export function planMesh(
 }
 
 /**
+ * Whether a pass checks the item's VIPs against their claims ({@link alignWithClaims}): claims
+ * have moved (`renumberings`, the claims' count of moves) since the item was written.
+ */
+export function claimsMovedSince(item: VipItem, renumberings: number): boolean {
+  return item.renumberings !== renumberings;
+}
+
+/**
  * Moves to `needed` every kept service whose VIP here is not its global claim's VIP.
  *
  * Invariant 4 (same service, same VIP): a claim moves only when a range change renumbers it,

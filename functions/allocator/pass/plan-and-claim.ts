@@ -1,4 +1,10 @@
-import { alignWithClaims, exhaustedReason, type MeshPlan, planMesh } from "../../domain/plan.ts";
+import {
+  alignWithClaims,
+  claimsMovedSince,
+  exhaustedReason,
+  type MeshPlan,
+  planMesh,
+} from "../../domain/plan.ts";
 import { reclaimCutoffMs } from "../../domain/pool.ts";
 import { emptyRecord, own } from "../../domain/records.ts";
 import type { Membership, VipItem } from "../../domain/types.ts";
@@ -53,7 +59,7 @@ export async function planAndClaim(
   const { pool, telemetry } = deps;
   // Read before the claims: a claim that moves after this read bumps the count again.
   const renumberings = await deps.claims.getRenumberings();
-  const verify = current !== undefined && current.renumberings !== renumberings;
+  const verify = current !== undefined && claimsMovedSince(current, renumberings);
   const wanted = new Set(services);
   // Leaves an earlier write recorded: of services no longer wanted, and of services it listed
   // without an address (renumbered into a full range, so their old address's claim goes).

@@ -1,5 +1,5 @@
 import { contributorId } from "../../domain/contributions.ts";
-import { alignWithClaims, exhaustedReason, planMesh } from "../../domain/plan.ts";
+import { alignWithClaims, claimsMovedSince, exhaustedReason, planMesh } from "../../domain/plan.ts";
 import type { VipPool } from "../../domain/pool.ts";
 import { own } from "../../domain/records.ts";
 import type { VipItem } from "../../domain/types.ts";
@@ -241,17 +241,16 @@ export class DryCorrector implements Corrector {
    * What a pass would change, from the item and the service set the tables give (what the index
    * holds once the run repairs it; a dry run repairs nothing, so the index may still lack it),
    * planned as the pass plans it: `planMesh`, then `alignWithClaims` against the services'
-   * claims after renumberings (a listed VIP that is not its claim's is renumbered), with the VIP each service needing one would get (its claim's, a fresh one)
-   * or that it would get none (decision 145).
+   * claims after renumberings (a listed VIP that is not its claim's is renumbered), with the
+   * VIP each service needing one would get (its claim's, a fresh one) or that it would get none
+   * (decision 145).
    */
   async passMesh(mesh: string): Promise<PassRepairs> {
     const item = await this.ports.vipItems.get(mesh);
     const wanted = (await this.tables.read(mesh, item, 1)).services;
     const first = planMesh(item, wanted, this.pool);
-    // As the pass: after renumberings the item's was not written with, its VIPs are checked
-    // against their claims.
     const verify =
-      item !== undefined && item.renumberings !== (await this.ports.claims.getRenumberings());
+      item !== undefined && claimsMovedSince(item, await this.ports.claims.getRenumberings());
     const claims = verify ? await this.ports.claims.getServices([...first.keep.keys()]) : new Map();
     const plan = alignWithClaims(
       first,
